@@ -1,0 +1,3 @@
+module github.com/corral-mcp/corral
+
+go 1.25.0
