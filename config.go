@@ -1,0 +1,745 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Config is corral's configuration, read from a JSON file. Its zero value, once
+// passed through applyDefaults, is a working gateway with no servers.
+//
+// The file may be the same one a desktop MCP client uses: corral reads the
+// "mcpServers" map and its own top-level keys, and ignores (with one warning)
+// any other top-level key.
+type Config struct {
+	// Listen is the TCP address of the Streamable HTTP front end.
+	// If empty, "127.0.0.1:8931".
+	Listen string `json:"listen"`
+
+	// RequestTimeout bounds every request corral forwards to a server. On expiry
+	// the server receives notifications/cancelled and the client an error.
+	// If zero, 60s. A server's own requestTimeout overrides it.
+	RequestTimeout Duration `json:"requestTimeout"`
+
+	// StartTimeout bounds a server's startup handshake (initialize and the
+	// discovery of its catalog). If zero, 30s.
+	StartTimeout Duration `json:"startTimeout"`
+
+	// StopGrace is how long a server has to exit after its stdin is closed,
+	// before its process group receives SIGTERM. If zero, 2s.
+	StopGrace Duration `json:"stopGrace"`
+
+	// KillGrace is how long a server's process group has to exit after SIGTERM,
+	// before it receives SIGKILL. If zero, 5s.
+	KillGrace Duration `json:"killGrace"`
+
+	// ShutdownTimeout bounds how long in-flight calls may take to finish once
+	// corral is asked to stop; calls still running then fail. If zero, 10s.
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
+
+	// MaxLineBytes is the longest line corral reads from a server's stdout (or,
+	// with -stdio, from its own stdin). A longer line fails the one request it
+	// answers. If zero, 32 MiB.
+	MaxLineBytes int64 `json:"maxLineBytes"`
+
+	// MaxRequestBytes is the largest HTTP request body corral accepts; a larger
+	// one gets 413. If zero, 16 MiB.
+	MaxRequestBytes int64 `json:"maxRequestBytes"`
+
+	// MaxInFlight bounds the requests in flight to one server; past it a call
+	// fails at once. If zero, 256. A server's own maxInFlight overrides it.
+	MaxInFlight int `json:"maxInFlight"`
+
+	// AllowedOrigins lists the Origin header values accepted besides those of
+	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
+	// A request with any other Origin gets 403. If empty, only loopback origins.
+	AllowedOrigins []string `json:"allowedOrigins"`
+
+	// MCPServers maps a server's name to how to run it.
+	MCPServers map[string]*ServerConfig `json:"mcpServers"`
+
+	// file is the path the config was read from, for messages.
+	file string
+}
+
+// ServerConfig says how to run one stdio MCP server.
+type ServerConfig struct {
+	// Command is the program to run, found through PATH when it has no slash.
+	// It is run directly, never through a shell. Required.
+	Command string `json:"command"`
+
+	// Args are the program's arguments.
+	Args []string `json:"args"`
+
+	// Env is added to corral's own environment for the server's process.
+	Env map[string]string `json:"env"`
+
+	// Cwd is the server's working directory. If empty, corral's.
+	Cwd string `json:"cwd"`
+
+	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
+	// If empty, tool names pass through unchanged (see the collision rule in
+	// the README).
+	Prefix string `json:"prefix"`
+
+	// Disabled servers are not started. Desktop MCP clients use the same key.
+	Disabled bool `json:"disabled"`
+
+	// RequestTimeout overrides Config.RequestTimeout for this server.
+	RequestTimeout Duration `json:"requestTimeout"`
+
+	// MaxInFlight overrides Config.MaxInFlight for this server.
+	MaxInFlight int `json:"maxInFlight"`
+
+	// name is the key of this server in mcpServers.
+	name string
+}
+
+// Duration is a time.Duration that reads from JSON as a Go duration string
+// ("1.5s", "2m") or as a number of seconds.
+type Duration time.Duration
+
+// Defaults, documented on the fields above and in the README.
+const (
+	defaultListen          = "127.0.0.1:8931"
+	defaultRequestTimeout  = 60 * time.Second
+	defaultStartTimeout    = 30 * time.Second
+	defaultStopGrace       = 2 * time.Second
+	defaultKillGrace       = 5 * time.Second
+	defaultShutdownTimeout = 10 * time.Second
+	defaultMaxLineBytes    = 32 << 20
+	defaultMaxRequestBytes = 16 << 20
+	defaultMaxInFlight     = 256
+	toolSeparator          = "__"
+)
+
+// foreignServerKeys are keys that other MCP clients put in server entries.
+// corral accepts them and ignores them, so that a desktop client's config file
+// can be used as is.
+var foreignServerKeys = []string{"alwaysAllow", "autoApprove", "description", "timeout"}
+
+// remoteServerTypes are the values of a server entry's "type" key that name a
+// remote (HTTP) server, which corral cannot run yet.
+var remoteServerTypes = []string{"http", "sse", "streamable-http"}
+
+// LoadConfig reads the config file at path and returns it validated, with
+// defaults applied. See ParseConfig for getenv and warn.
+func LoadConfig(path string, getenv func(string) (string, bool), warn func(msg string)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: cannot read config: %w", path, err)
+	}
+	return ParseConfig(path, data, getenv, warn)
+}
+
+// ParseConfig parses data, the contents of the config file at path, and
+// returns it validated, with defaults applied. Path is used only in messages.
+//
+// References to environment variables in a server's command, args, env values
+// and cwd are expanded (see expand) using getenv, which is os.LookupEnv if nil.
+// Warn, if not nil, receives non-fatal warnings, such as the list of top-level
+// keys corral ignores.
+//
+// The error, if any, reports every problem found, one per line, each starting
+// with path.
+func ParseConfig(path string, data []byte, getenv func(string) (string, bool), warn func(msg string)) (*Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(data, se.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: invalid JSON: %v", path, line, col, se)
+		}
+		return nil, fmt.Errorf("%s: want a JSON object at the top level, got %s", path, jsonKind(data))
+	}
+
+	p := &parser{getenv: getenv}
+	c := &Config{file: path}
+	fields := jsonFields(c)
+	c.MCPServers = p.parseServers(top["mcpServers"])
+	var ignored []string
+	for _, key := range slices.Sorted(maps.Keys(top)) {
+		switch {
+		case key == "mcpServers":
+			// Parsed above.
+		case fields[key] != nil:
+			p.decode("", key, top[key], fields[key])
+		default:
+			ignored = append(ignored, key)
+		}
+	}
+	p.validate(c)
+
+	if len(ignored) > 0 && warn != nil {
+		warn(path + ": " + ignoredKeysMessage(ignored))
+	}
+	if len(p.errs) > 0 {
+		return nil, p.err(path)
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+// ignoredKeysMessage returns the warning for the ignored top-level keys.
+func ignoredKeysMessage(keys []string) string {
+	known := slices.Collect(maps.Keys(jsonFields(&Config{})))
+	quoted := make([]string, len(keys))
+	for i, key := range keys {
+		quoted[i] = strconv.Quote(key)
+		if near, ok := nearest(key, known); ok {
+			quoted[i] += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+	}
+	noun := "keys"
+	if len(keys) == 1 {
+		noun = "key"
+	}
+	return fmt.Sprintf("ignoring %s corral does not use: %s", noun, strings.Join(quoted, ", "))
+}
+
+// applyDefaults sets each zero field of c that has a default to that default,
+// and the name of each server to its key in c.MCPServers.
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = defaultListen
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = Duration(defaultRequestTimeout)
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = Duration(defaultStartTimeout)
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = Duration(defaultStopGrace)
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = Duration(defaultKillGrace)
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = Duration(defaultShutdownTimeout)
+	}
+	if c.MaxLineBytes == 0 {
+		c.MaxLineBytes = defaultMaxLineBytes
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = defaultMaxInFlight
+	}
+	for name, s := range c.MCPServers {
+		if s != nil && s.name == "" {
+			s.name = name
+		}
+	}
+}
+
+// requestTimeout returns the request timeout for server s: its own if set,
+// else the global one.
+func (c *Config) requestTimeout(s *ServerConfig) time.Duration {
+	if s.RequestTimeout != 0 {
+		return s.RequestTimeout.D()
+	}
+	return c.RequestTimeout.D()
+}
+
+// maxInFlight returns the bound on requests in flight to server s: its own if
+// set, else the global one.
+func (c *Config) maxInFlight(s *ServerConfig) int {
+	if s.MaxInFlight != 0 {
+		return s.MaxInFlight
+	}
+	return c.MaxInFlight
+}
+
+// Servers returns the servers that are not disabled, sorted by name.
+func (c *Config) Servers() []*ServerConfig {
+	var servers []*ServerConfig
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		if s := c.MCPServers[name]; s != nil && !s.Disabled {
+			servers = append(servers, s)
+		}
+	}
+	return servers
+}
+
+// Name returns the server's key in mcpServers.
+func (s *ServerConfig) Name() string {
+	return s.name
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration {
+	return time.Duration(d)
+}
+
+// MarshalJSON encodes d as a Go duration string, such as "1m30s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(d.D().String())
+}
+
+// UnmarshalJSON decodes a Go duration string, such as "90s" or "1m30s", or a
+// number of seconds, which may be fractional. A null leaves d unchanged.
+func (d *Duration) UnmarshalJSON(data []byte) error {
+	switch kind := jsonKind(data); kind {
+	case "null":
+		return nil
+	case "string":
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q; write a Go duration like \"90s\" or \"1m30s\", or a number of seconds", s)
+		}
+		*d = Duration(v)
+		return nil
+	case "number":
+		secs, err := strconv.ParseFloat(string(data), 64)
+		ns := math.Round(secs * float64(time.Second))
+		if err != nil || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+			return fmt.Errorf("duration of %s seconds is out of range", data)
+		}
+		*d = Duration(ns)
+		return nil
+	default:
+		return fmt.Errorf("want a duration like \"90s\" or a number of seconds, got %s", kind)
+	}
+}
+
+// A parser collects the problems found in a config file.
+type parser struct {
+	getenv func(string) (string, bool)
+	errs   []configError
+}
+
+// A configError is one problem found in a config file.
+type configError struct {
+	server string // the name of the server entry, or "" for a top-level key
+	field  string // the key, within the server entry if server is not ""
+	msg    string
+}
+
+// errorf records a problem with field of server (or with a top-level key if
+// server is "").
+func (p *parser) errorf(server, field, format string, args ...any) {
+	p.errs = append(p.errs, configError{server, field, fmt.Sprintf(format, args...)})
+}
+
+// err returns the recorded problems as one error, sorted by server and field.
+func (p *parser) err(file string) error {
+	slices.SortStableFunc(p.errs, func(a, b configError) int {
+		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.field, b.field))
+	})
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		path := e.field
+		if e.server != "" {
+			path = "mcpServers." + quoteName(e.server)
+			if e.field != "" {
+				path += "." + e.field
+			}
+		}
+		errs[i] = fmt.Errorf("%s: %s: %s", file, path, e.msg)
+	}
+	return errors.Join(errs...)
+}
+
+// decode decodes data into the value ptr points to, the field of server (or
+// the top-level key if server is "").
+func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
+	err := json.Unmarshal(data, ptr)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &te):
+		p.errorf(server, field, "want %s, got %s", describeType(reflect.TypeOf(ptr).Elem()), te.Value)
+	default:
+		p.errorf(server, field, "%v", err)
+	}
+}
+
+// parseServers parses data, the value of the "mcpServers" key or nil if the
+// key is missing, and checks that it has a server to run.
+func (p *parser) parseServers(data json.RawMessage) map[string]*ServerConfig {
+	var entries map[string]json.RawMessage
+	if data != nil {
+		if err := json.Unmarshal(data, &entries); err != nil {
+			p.errorf("", "mcpServers", "want an object mapping server names to server entries, got %s", jsonKind(data))
+			return nil
+		}
+	}
+	servers := make(map[string]*ServerConfig)
+	enabled := 0
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		s := p.parseServer(name, entries[name])
+		servers[name] = s
+		if !s.Disabled {
+			enabled++
+		}
+	}
+
+	const example = `{"mcpServers": {"echo": {"command": "..."}}}`
+	switch {
+	case enabled > 0:
+	case len(servers) > 0:
+		p.errorf("", "mcpServers", `every server is disabled; enable one by removing "disabled": true, or add one, e.g. %s`, example)
+	default:
+		p.errorf("", "mcpServers", "no servers configured; add one, e.g. %s", example)
+	}
+	return servers
+}
+
+// parseServer parses and validates the entry of the server with the given
+// name. A disabled server is only checked for types and unknown keys, and its
+// variables are not expanded. The result is never nil, even for an entry with
+// errors, so that it counts as a configured server.
+func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
+	s := &ServerConfig{name: name}
+	if name == "" {
+		p.errorf("", `mcpServers.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
+		return s
+	}
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
+		p.errorf(name, "", `want an object such as {"command": "npx"}, got %s`, jsonKind(data))
+		return s
+	}
+	fields := jsonFields(s)
+	known := slices.Sorted(maps.Keys(fields))
+	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
+		switch {
+		case fields[key] != nil:
+			p.decode(name, key, entry[key], fields[key])
+		case key == "type", key == "url", slices.Contains(foreignServerKeys, key):
+			// Checked below, or ignored.
+		default:
+			if near, ok := nearest(key, candidates); ok {
+				p.errorf(name, "", "unknown field %q; did you mean %q?", key, near)
+			} else {
+				p.errorf(name, "", "unknown field %q; known fields are %s", key, quoteList(known))
+			}
+		}
+	}
+	if s.Disabled {
+		return s
+	}
+
+	if !validName(name) {
+		p.errorf(name, "", "invalid server name; use only letters, digits, '_', '.' and '-', since the name appears in tool prefixes and logs")
+	}
+	const remote = "remote servers are not supported yet; corral runs only stdio servers, started with command and args"
+	if raw, ok := entry["type"]; ok {
+		var typ string
+		switch err := json.Unmarshal(raw, &typ); {
+		case err != nil:
+			p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
+		case slices.Contains(remoteServerTypes, typ):
+			p.errorf(name, "type", "%q: %s", typ, remote)
+		case typ != "stdio":
+			p.errorf(name, "type", `unknown server type %q; write "stdio", or remove the key`, typ)
+		}
+	}
+	if _, ok := entry["url"]; ok {
+		p.errorf(name, "url", "%s", remote)
+	}
+
+	p.expand(name, "command", &s.Command)
+	if s.Command == "" {
+		p.errorf(name, "command", `required (the program to run, e.g. "npx")`)
+	}
+	for i := range s.Args {
+		p.expand(name, fmt.Sprintf("args[%d]", i), &s.Args[i])
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Env)) {
+		if key == "" || strings.Contains(key, "=") {
+			p.errorf(name, "env", "invalid variable name %q; a name must be non-empty and must not contain '='", key)
+			continue
+		}
+		v := s.Env[key]
+		p.expand(name, "env."+key, &v)
+		s.Env[key] = v
+	}
+	p.expand(name, "cwd", &s.Cwd)
+	if s.Prefix != "" && !validName(s.Prefix) {
+		p.errorf(name, "prefix", "invalid prefix %q; use only letters, digits, '_', '.' and '-'", s.Prefix)
+	}
+	if s.RequestTimeout < 0 {
+		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
+	}
+	if s.MaxInFlight < 0 {
+		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
+	}
+	return s
+}
+
+// expand expands the variables in *value, the field of server, in place.
+func (p *parser) expand(server, field string, value *string) {
+	v, err := expand(*value, p.getenv)
+	if err != nil {
+		p.errorf(server, field, "%v", err)
+		return
+	}
+	*value = v
+}
+
+// validate checks the top-level settings of c.
+func (p *parser) validate(c *Config) {
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			p.errorf("", "listen", "invalid address %q: %v; write host:port, e.g. %q", c.Listen, err, defaultListen)
+		}
+	}
+	durations := []struct {
+		key string
+		d   Duration
+		def time.Duration
+	}{
+		{"requestTimeout", c.RequestTimeout, defaultRequestTimeout},
+		{"startTimeout", c.StartTimeout, defaultStartTimeout},
+		{"stopGrace", c.StopGrace, defaultStopGrace},
+		{"killGrace", c.KillGrace, defaultKillGrace},
+		{"shutdownTimeout", c.ShutdownTimeout, defaultShutdownTimeout},
+	}
+	for _, f := range durations {
+		if f.d < 0 {
+			p.errorf("", f.key, "must not be negative, got %v; use a duration such as %q, or remove the key for the default (%v)", f.d.D(), f.def.String(), f.def)
+		}
+	}
+	limits := []struct {
+		key string
+		n   int64
+		def int64
+	}{
+		{"maxLineBytes", c.MaxLineBytes, defaultMaxLineBytes},
+		{"maxRequestBytes", c.MaxRequestBytes, defaultMaxRequestBytes},
+		{"maxInFlight", int64(c.MaxInFlight), defaultMaxInFlight},
+	}
+	for _, f := range limits {
+		if f.n < 0 {
+			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)
+		}
+	}
+}
+
+// expand returns s with each ${NAME} replaced by the value of the environment
+// variable NAME, looked up with getenv, and each ${NAME:-default} replaced by
+// that value or, if the variable is unset or empty, by default, taken
+// literally. "$$" stands for a literal "$", and a "$" followed by anything else
+// than "{" or "$" is kept as is. A value from the environment is not expanded
+// again.
+//
+// It is an error for NAME to be unset (without a default), for it not to be a
+// valid name (a letter or '_', then letters, digits and '_'), or for "${" to
+// have no closing "}".
+func expand(s string, getenv func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		switch {
+		case strings.HasPrefix(s, "$$"):
+			b.WriteByte('$')
+			s = s[2:]
+		case strings.HasPrefix(s, "${"):
+			end := strings.IndexByte(s, '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated %q; close it with \"}\", or write \"$$\" for a literal \"$\"", s)
+			}
+			ref := s[:end+1]
+			name, def, hasDefault := strings.Cut(s[2:end], ":-")
+			if !validVarName(name) {
+				return "", fmt.Errorf("invalid variable name %q in %s; a name is letters, digits and '_', not starting with a digit (write \"$$\" for a literal \"$\")", name, ref)
+			}
+			v, ok := getenv(name)
+			switch {
+			case hasDefault && v == "":
+				v = def
+			case !ok:
+				return "", fmt.Errorf("%s is not set; export it, or write ${%s:-default}", ref, name)
+			}
+			b.WriteString(v)
+			s = s[end+1:]
+		default:
+			b.WriteByte('$')
+			s = s[1:]
+		}
+	}
+}
+
+// validVarName reports whether name is a valid environment variable name in
+// a ${NAME} reference.
+func validVarName(name string) bool {
+	if name == "" || '0' <= name[0] && name[0] <= '9' {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validName reports whether name, a server name or tool prefix, is non-empty
+// and made only of letters, digits, '_', '.' and '-'.
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '_' || r == '.' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteName returns name as it appears in messages: quoted if it is not a
+// valid server name.
+func quoteName(name string) string {
+	if validName(name) {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// quoteList returns the quoted words, separated by commas.
+func quoteList(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = strconv.Quote(w)
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// jsonFields returns a pointer to each field of the struct v points to, keyed
+// by the field's name in JSON.
+func jsonFields(v any) map[string]any {
+	rv := reflect.ValueOf(v).Elem()
+	fields := make(map[string]any)
+	for i := range rv.NumField() {
+		key, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
+		if key != "" && key != "-" {
+			fields[key] = rv.Field(i).Addr().Interface()
+		}
+	}
+	return fields
+}
+
+// describeType describes how a value of Go type t is written in JSON.
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(describeType(t.Elem()), "a ") + "s"
+	case reflect.Map:
+		return "an object with " + strings.TrimPrefix(describeType(t.Elem()), "a ") + " values"
+	}
+	return t.String()
+}
+
+// jsonKind returns the kind of the JSON value data: "object", "array",
+// "string", "number", "bool", or "null" (or "nothing" if data is empty).
+func jsonKind(data []byte) string {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// position returns the 1-based line and column of the byte at which a JSON
+// syntax error was found, given the error's Offset.
+func position(data []byte, offset int64) (line, col int) {
+	i := int(min(max(offset-1, 0), int64(len(data))))
+	before := data[:i]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[start:]) + 1
+}
+
+// nearest returns the candidate closest to word in edit distance, if it is
+// close enough to be a likely typo.
+func nearest(word string, candidates []string) (string, bool) {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		if d := levenshtein(word, c); bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best, bestDist >= 0 && bestDist <= 3 && 2*bestDist < len(word)
+}
+
+// levenshtein returns the edit distance between a and b: the fewest single
+// byte insertions, deletions and substitutions that turn a into b.
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

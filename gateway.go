@@ -1,0 +1,472 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Gateway is the one MCP server that clients see: it answers initialize,
+// ping and tools/list itself and routes tools/call to the backend that owns
+// the tool. Its methods are safe for concurrent use.
+type Gateway struct {
+	cfg      *Config
+	log      *slog.Logger
+	backends []*backend // sorted by name
+
+	// pageSize is the number of tools in one page of tools/list. If zero,
+	// defaultPageSize.
+	pageSize int
+
+	mu       sync.Mutex
+	cat      *catalog
+	sessions map[*session]struct{}
+	closed   bool
+}
+
+const defaultPageSize = 1000
+
+// NewGateway returns a gateway for cfg. Its backends are not started.
+func NewGateway(cfg *Config, log *slog.Logger) *Gateway {
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}}
+	for _, s := range cfg.Servers() {
+		g.backends = append(g.backends, newBackend(cfg, s, log, g.rebuildCatalog))
+	}
+	return g
+}
+
+// Start starts every backend in parallel and returns at once.
+func (g *Gateway) Start() {
+	for _, b := range g.backends {
+		b.start()
+	}
+}
+
+// Stop stops every backend in parallel with the stop ladder and blocks until
+// all their processes are gone. Closing hurry makes the ladders skip their
+// waits. No session is notified of anything after Stop begins.
+func (g *Gateway) Stop(hurry <-chan struct{}) {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range g.backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.stop(hurry)
+		}()
+	}
+	wg.Wait()
+}
+
+// catalog is the aggregated tool list. It is immutable once built.
+type catalog struct {
+	tools  []catalogTool // sorted by name
+	byName map[string]*catalogTool
+}
+
+// catalogTool is one tool as clients see it.
+type catalogTool struct {
+	name    string          // the name clients call it by
+	orig    string          // the backend's name for it
+	backend *backend        // nil for a placeholder
+	raw     json.RawMessage // the tool object, renamed when name != orig
+}
+
+// rebuildCatalog recomputes the catalog from the backends' tool lists and
+// tells every session when it changed.
+func (g *Gateway) rebuildCatalog() {
+	cat, collisions := buildCatalog(g.backends)
+	g.mu.Lock()
+	changed := !sameCatalog(g.cat, cat)
+	g.cat = cat
+	var sessions []*session
+	if changed && !g.closed {
+		for s := range g.sessions {
+			sessions = append(sessions, s)
+		}
+	}
+	g.mu.Unlock()
+	if !changed {
+		return
+	}
+	for _, c := range collisions {
+		g.log.Warn("tool name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+	}
+	note := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	for _, s := range sessions {
+		s.send(note)
+	}
+}
+
+// buildCatalog names every tool of every backend. A tool keeps its own name
+// unless its server has a prefix (then "prefix__name"), or another server
+// without a prefix has a tool of the same name: then each of the colliding
+// tools is named "server__name", so that no call can reach the wrong server.
+func buildCatalog(backends []*backend) (*catalog, []string) {
+	type entry struct {
+		b    *backend
+		t    backendTool
+		name string
+	}
+	var entries []entry
+	owners := map[string][]string{} // plain name -> servers offering it without a prefix
+	for _, b := range backends {
+		tools, _ := b.snapshot()
+		for _, t := range tools {
+			name := t.name
+			if b.cfg.Prefix != "" {
+				name = b.cfg.Prefix + toolSeparator + t.name
+			} else {
+				owners[name] = append(owners[name], b.name)
+			}
+			entries = append(entries, entry{b, t, name})
+		}
+	}
+	var collisions []string
+	for name, servers := range owners {
+		if len(servers) > 1 {
+			collisions = append(collisions, fmt.Sprintf("servers %q all offer tool %q; it is offered as %s", servers, name, qualifiedNames(servers, name)))
+		}
+	}
+	sort.Strings(collisions)
+	cat := &catalog{byName: make(map[string]*catalogTool, len(entries))}
+	for _, e := range entries {
+		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
+			e.name = e.b.name + toolSeparator + e.t.name
+		}
+		if _, dup := cat.byName[e.name]; dup {
+			collisions = append(collisions, fmt.Sprintf("tool %q of server %q is left out: the name is taken", e.name, e.b.name))
+			continue
+		}
+		raw := e.t.raw
+		if e.name != e.t.name {
+			raw = renameTool(raw, e.name)
+		}
+		cat.tools = append(cat.tools, catalogTool{name: e.name, orig: e.t.name, backend: e.b, raw: raw})
+		cat.byName[e.name] = nil
+	}
+	sort.Slice(cat.tools, func(i, j int) bool { return cat.tools[i].name < cat.tools[j].name })
+	for i := range cat.tools {
+		cat.byName[cat.tools[i].name] = &cat.tools[i]
+	}
+	return cat, collisions
+}
+
+func qualifiedNames(servers []string, name string) string {
+	var b bytes.Buffer
+	for i, s := range servers {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", s+toolSeparator+name)
+	}
+	return b.String()
+}
+
+// renameTool returns the tool object raw with its name replaced.
+func renameTool(raw json.RawMessage, name string) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return raw // listTools checked it is an object with a name
+	}
+	fields["name"], _ = json.Marshal(name)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+func sameCatalog(a, b *catalog) bool {
+	return slices.EqualFunc(a.tools, b.tools, func(x, y catalogTool) bool {
+		return x.name == y.name && x.backend == y.backend && bytes.Equal(x.raw, y.raw)
+	})
+}
+
+// session is one client's conversation with the gateway, over whatever front
+// end. Its methods are safe for concurrent use.
+type session struct {
+	// notify sends a message the client did not ask for (a list_changed
+	// notification). It must not block. If nil, such messages are dropped.
+	notify func(msg []byte)
+
+	mu              sync.Mutex
+	protocolVersion string
+	inflight        map[string]context.CancelFunc // by the client's raw request ID
+}
+
+// newSession registers a session so that it hears of catalog changes.
+func (g *Gateway) newSession(notify func([]byte)) *session {
+	s := &session{notify: notify, inflight: map[string]context.CancelFunc{}}
+	g.mu.Lock()
+	g.sessions[s] = struct{}{}
+	g.mu.Unlock()
+	return s
+}
+
+// endSession cancels the session's calls in flight and forgets it.
+func (g *Gateway) endSession(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+	s.mu.Lock()
+	for _, cancel := range s.inflight {
+		cancel()
+	}
+	s.mu.Unlock()
+}
+
+func (s *session) send(msg []byte) {
+	if s.notify != nil {
+		s.notify(msg)
+	}
+}
+
+// decodeMessage parses one message from a client and checks it is a JSON-RPC
+// 2.0 request, notification or response. On failure it returns the error to
+// answer with; the ID in the returned message is then set if it could be read.
+func decodeMessage(data []byte) (*wireMsg, *wireError) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		return nil, &wireError{Code: codeInvalidRequest, Message: "JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message at a time"}
+	}
+	var msg wireMsg
+	if err := json.Unmarshal(data, &msg); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, &wireError{Code: codeInvalidRequest, Message: "invalid JSON-RPC message: " + err.Error()}
+		}
+		return nil, &wireError{Code: codeParseError, Message: "invalid JSON: " + err.Error()}
+	}
+	if msg.JSONRPC != "2.0" {
+		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: "jsonrpc" must be "2.0"`}
+	}
+	if msg.ID != nil {
+		if c := msg.ID[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
+			id := msg.ID
+			msg.ID = nil
+			return &msg, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("invalid JSON-RPC message: id must be a string or an integer, not %s", truncate(id, 50))}
+		}
+	}
+	if msg.Method == "" && (msg.ID == nil || (msg.Result == nil && msg.Error == nil)) {
+		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: no "method", and not an answer`}
+	}
+	return &msg, nil
+}
+
+// handle serves one message from a session and returns the answer to send
+// back, or nil when the message needs none. ctx ends when the client goes
+// away.
+func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) []byte {
+	if msg.Method == "" {
+		return nil // an answer to a request corral never sends
+	}
+	if msg.ID == nil {
+		g.handleNotification(s, msg)
+		return nil
+	}
+	key := string(msg.ID)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.inflight[key] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.inflight, key)
+		s.mu.Unlock()
+	}()
+
+	var result any
+	var err error
+	switch msg.Method {
+	case "initialize":
+		result, err = g.initialize(s, msg.Params)
+	case "ping":
+		result = json.RawMessage("{}")
+	case "tools/list":
+		result, err = g.listTools(ctx, msg.Params)
+	case "tools/call":
+		return g.callTool(ctx, msg)
+	default:
+		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
+	}
+	if err != nil {
+		return encodeErrorResponse(msg.ID, asWireError(err))
+	}
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		raw, _ = json.Marshal(result)
+	}
+	return encodeResponse(msg.ID, raw)
+}
+
+func asWireError(err error) *wireError {
+	var we *wireError
+	if errors.As(err, &we) {
+		return we
+	}
+	return &wireError{Code: codeInternalError, Message: err.Error()}
+}
+
+func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
+	switch msg.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) != nil {
+			return
+		}
+		s.mu.Lock()
+		cancel := s.inflight[string(p.RequestID)]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	case "notifications/initialized":
+	default:
+		g.log.Debug("notification from client ignored", "method", msg.Method)
+	}
+}
+
+// initialize answers a client's initialize with the version it asked for when
+// corral speaks it, and corral's newest otherwise, as the specification says.
+func (g *Gateway) initialize(s *session, params json.RawMessage) (any, error) {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
+		return nil, &wireError{Code: codeInvalidParams, Message: "initialize: params must be an object with a protocolVersion"}
+	}
+	v := p.ProtocolVersion
+	if !supportedVersion(v) {
+		v = protocolVersions[0]
+	}
+	s.mu.Lock()
+	s.protocolVersion = v
+	s.mu.Unlock()
+	return map[string]any{
+		"protocolVersion": v,
+		"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": true}},
+		"serverInfo":      map[string]string{"name": "corral", "version": version},
+	}, nil
+}
+
+func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
+
+// listTools answers tools/list with a page of the aggregated catalog. It
+// waits, until ctx ends, for backends still in their first start, so that a
+// client that connects early sees every tool.
+func (g *Gateway) listTools(ctx context.Context, params json.RawMessage) (any, error) {
+	for _, b := range g.backends {
+		select {
+		case <-b.firstDone:
+		case <-ctx.Done():
+		}
+	}
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid params: " + err.Error()}
+		}
+	}
+	after := ""
+	if p.Cursor != "" {
+		c, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		if err != nil || len(c) == 0 {
+			return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid cursor"}
+		}
+		after = string(c)
+	}
+	g.mu.Lock()
+	cat := g.cat
+	g.mu.Unlock()
+	// The cursor is the last name sent, so that a page boundary survives a
+	// change of the catalog between pages.
+	i := sort.Search(len(cat.tools), func(i int) bool { return cat.tools[i].name > after })
+	size := g.pageSize
+	if size <= 0 {
+		size = defaultPageSize
+	}
+	end := min(i+size, len(cat.tools))
+	tools := make([]json.RawMessage, 0, end-i)
+	for _, t := range cat.tools[i:end] {
+		tools = append(tools, t.raw)
+	}
+	res := struct {
+		Tools      []json.RawMessage `json:"tools"`
+		NextCursor string            `json:"nextCursor,omitempty"`
+	}{Tools: tools}
+	if end < len(cat.tools) {
+		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(cat.tools[end-1].name))
+	}
+	return res, nil
+}
+
+// callTool routes tools/call to the backend that owns the tool, with the
+// server's own name for it, and returns the answer with the client's ID.
+func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
+	var fields map[string]json.RawMessage
+	var name string
+	if err := json.Unmarshal(msg.Params, &fields); err != nil || json.Unmarshal(fields["name"], &name) != nil || name == "" {
+		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
+	}
+	g.mu.Lock()
+	t := g.cat.byName[name]
+	g.mu.Unlock()
+	if t == nil {
+		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)})
+	}
+	params := msg.Params
+	if t.orig != name {
+		fields["name"], _ = json.Marshal(t.orig)
+		params, _ = json.Marshal(fields)
+	}
+	timeout := g.cfg.requestTimeout(t.backend.cfg)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	answer, err := t.backend.call(ctx, "tools/call", params)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return encodeErrorResponse(msg.ID, &wireError{Code: codeTimeout,
+			Message: fmt.Sprintf("server %q did not answer tools/call %q within %s (requestTimeout); corral cancelled the request", t.backend.name, name, timeout)})
+	case errors.Is(err, context.Canceled):
+		return encodeErrorResponse(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
+	case err != nil:
+		return encodeErrorResponse(msg.ID, asWireError(err))
+	case answer.Error != nil:
+		return encodeErrorResponse(msg.ID, answer.Error)
+	}
+	return encodeResponse(msg.ID, answer.Result)
+}
+
+// healthReport is the body of /healthz.
+type healthReport struct {
+	Status   string   `json:"status"` // "ok" when every backend is ready, else "degraded"
+	Backends []health `json:"backends"`
+	Time     string   `json:"time"`
+}
+
+func (g *Gateway) health() (healthReport, bool) {
+	r := healthReport{Status: "ok", Time: time.Now().UTC().Format(time.RFC3339)}
+	ok := true
+	for _, b := range g.backends {
+		h := b.health()
+		if h.State != stateReady {
+			ok = false
+			r.Status = "degraded"
+		}
+		r.Backends = append(r.Backends, h)
+	}
+	return r, ok
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// mcpPath is the one endpoint of the Streamable HTTP transport.
+const mcpPath = "/mcp"
+
+// httpFrontEnd serves the gateway over Streamable HTTP (MCP 2025-11-25): POST
+// for client messages, GET for the session's own stream of notifications,
+// DELETE to end a session. Its methods are safe for concurrent use.
+type httpFrontEnd struct {
+	gw       *Gateway
+	cfg      *Config
+	log      *slog.Logger
+	loopback bool // the listener is on a loopback address: check Host
+
+	mu       sync.Mutex
+	sessions map[string]*httpSession
+	closing  chan struct{} // closed when the server shuts down, to end GET streams
+}
+
+// httpSession is a session with its stream of notifications.
+type httpSession struct {
+	id string
+	*session
+	events chan []byte // messages for the GET stream; dropped when full
+
+	mu     sync.Mutex
+	stream chan struct{} // closed to end the current GET stream
+	ended  chan struct{} // closed when the session ends
+}
+
+// sessionEventBuffer is how many unsent notifications a session may hold;
+// past it they are dropped (they are list_changed hints, safe to lose).
+const sessionEventBuffer = 64
+
+func newHTTPFrontEnd(gw *Gateway, cfg *Config, loopback bool, log *slog.Logger) *httpFrontEnd {
+	return &httpFrontEnd{gw: gw, cfg: cfg, log: log, loopback: loopback,
+		sessions: map[string]*httpSession{}, closing: make(chan struct{})}
+}
+
+// shutdown ends every GET stream, so that http.Server.Shutdown need not wait
+// for them.
+func (h *httpFrontEnd) shutdown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.closing:
+	default:
+		close(h.closing)
+	}
+}
+
+func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case mcpPath:
+	case "/healthz":
+		h.serveHealth(w, r)
+		return
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if msg := h.checkOrigin(r); msg != "" {
+		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
+		return
+	}
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(protocolVersions, ", ")))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePost(w, r)
+	case http.MethodGet:
+		h.serveGet(w, r)
+	case http.MethodDelete:
+		h.serveDelete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+mcpPath)
+	}
+}
+
+// checkOrigin returns why the request must be refused, or "". A page in a
+// browser may send requests to a local port; the specification requires the
+// Origin check, and the Host check defeats DNS rebinding.
+func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
+	if h.loopback && !isLoopbackHost(hostOnly(r.Host)) {
+		return fmt.Sprintf("Host %q is not a loopback name; corral listens on a loopback address and refuses other Host headers (DNS rebinding)", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(h.cfg.AllowedOrigins, origin) {
+		return ""
+	}
+	if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") && isLoopbackHost(u.Hostname()) {
+		return ""
+	}
+	return fmt.Sprintf("Origin %q is not allowed; add it to allowedOrigins in the config to allow it", origin)
+}
+
+func hostOnly(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
+				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", h.cfg.MaxRequestBytes))
+			return
+		}
+		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
+		return
+	}
+	msg, werr := decodeMessage(body)
+	if werr != nil {
+		var id json.RawMessage
+		if msg != nil {
+			id = msg.ID
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(encodeErrorResponse(id, werr))
+		return
+	}
+
+	var s *httpSession
+	if msg.Method == "initialize" {
+		if msg.ID == nil {
+			writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
+			return
+		}
+		s = h.newSession()
+		w.Header().Set("Mcp-Session-Id", s.id)
+	} else if s = h.lookupSession(w, r); s == nil {
+		return
+	}
+
+	if msg.ID == nil || msg.Method == "" {
+		h.gw.handle(r.Context(), s.session, msg)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	answer := h.gw.handle(r.Context(), s.session, msg)
+	if msg.Method == "initialize" && !isResult(answer) {
+		h.endSession(s)
+		w.Header().Del("Mcp-Session-Id")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(answer)
+}
+
+func isResult(answer []byte) bool {
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	return json.Unmarshal(answer, &m) == nil && m.Result != nil
+}
+
+// lookupSession returns the session named by the request's Mcp-Session-Id, or
+// writes the error the specification asks for and returns nil.
+func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *httpSession {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "missing Mcp-Session-Id header; send initialize first to open a session")
+		return nil
+	}
+	h.mu.Lock()
+	s := h.sessions[id]
+	h.mu.Unlock()
+	if s == nil {
+		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
+		return nil
+	}
+	return s
+}
+
+func (h *httpFrontEnd) newSession() *httpSession {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	s := &httpSession{id: hex.EncodeToString(b[:]), events: make(chan []byte, sessionEventBuffer), ended: make(chan struct{})}
+	s.session = h.gw.newSession(func(msg []byte) {
+		select {
+		case s.events <- msg:
+		default:
+		}
+	})
+	h.mu.Lock()
+	h.sessions[s.id] = s
+	h.mu.Unlock()
+	return s
+}
+
+func (h *httpFrontEnd) endSession(s *httpSession) {
+	h.mu.Lock()
+	_, ok := h.sessions[s.id]
+	delete(h.sessions, s.id)
+	h.mu.Unlock()
+	if ok {
+		h.gw.endSession(s.session)
+		close(s.ended)
+	}
+}
+
+func (h *httpFrontEnd) serveDelete(w http.ResponseWriter, r *http.Request) {
+	if s := h.lookupSession(w, r); s != nil {
+		h.endSession(s)
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// serveGet streams the session's notifications as server-sent events until
+// the client goes away, the session ends, another GET takes over, or corral
+// shuts down.
+func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		writeHTTPError(w, http.StatusNotAcceptable, codeInvalidRequest, "GET opens an event stream; send Accept: text/event-stream")
+		return
+	}
+	s := h.lookupSession(w, r)
+	if s == nil {
+		return
+	}
+	// One stream per session: a new GET replaces the old one, so that a
+	// client that reconnects is not refused while the old connection lingers.
+	mine := make(chan struct{})
+	s.mu.Lock()
+	if s.stream != nil {
+		close(s.stream)
+	}
+	s.stream = mine
+	s.mu.Unlock()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	for {
+		select {
+		case msg := <-s.events:
+			if _, err := writeSSE(w, msg); err != nil {
+				return
+			}
+			rc.Flush()
+		case <-mine:
+			return
+		case <-s.ended:
+			return
+		case <-h.closing:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// writeSSE writes one message as a server-sent event. A JSON message holds no
+// newline, so it fits one data line.
+func writeSSE(w io.Writer, msg []byte) (int, error) {
+	return fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+}
+
+func (h *httpFrontEnd) serveHealth(w http.ResponseWriter, r *http.Request) {
+	report, ok := h.gw.health()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(report)
+}
+
+// writeHTTPError answers with an HTTP status and a JSON-RPC error body.
+func writeHTTPError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(encodeErrorResponse(nil, &wireError{Code: code, Message: msg}))
+}
+
+// serveHTTP serves the gateway on ln until ctx ends, then shuts the server
+// down: it stops accepting, lets requests in flight finish for at most drain
+// (or until skip ends), and then cuts the rest off.
+func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, h *httpFrontEnd, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second, // against clients that send headers slowly
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(h.shutdown)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	drainCtx, cancel := context.WithTimeout(skip, drain)
+	defer cancel()
+	if err := srv.Shutdown(drainCtx); err != nil {
+		log.Warn("calls still in flight at the end of shutdownTimeout are cut off", "err", err)
+		srv.Close()
+	}
+	<-errc
+	return nil
+}

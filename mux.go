@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// JSON-RPC error codes corral uses. The first five are JSON-RPC's own; the
+// last two are in the range JSON-RPC leaves to servers, with the meanings the
+// official TypeScript SDK gives them.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternalError  = -32603
+	codeUnavailable    = -32000 // the server is not running, has exited, or is too busy
+	codeTimeout        = -32001 // the server did not answer in time
+)
+
+// wireMsg is one JSON-RPC message, decoded only as far as routing needs: the
+// params, result and error data stay raw JSON and are passed on as they are.
+type wireMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *wireError      `json:"error,omitempty"`
+}
+
+// wireError is a JSON-RPC error object. It is also the Go error corral
+// returns wherever the error is meant for a client as it is.
+type wireError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *wireError) Error() string { return e.Message }
+
+func unavailable(format string, args ...any) *wireError {
+	return &wireError{Code: codeUnavailable, Message: fmt.Sprintf(format, args...)}
+}
+
+// mux carries any number of concurrent requests, from any number of clients,
+// over one server's stdin and stdout. It numbers the requests it sends itself,
+// so callers' IDs never meet the server and never collide. Its methods are
+// safe for concurrent use.
+type mux struct {
+	name     string
+	log      *slog.Logger
+	onNotify func(*wireMsg) // receives the server's notifications, on the reading goroutine
+
+	out    chan []byte   // lines for the server's stdin, written by writeLoop alone
+	slots  chan struct{} // one token per request in flight
+	nextID atomic.Int64
+
+	mu      sync.Mutex
+	pending map[int64]chan *wireMsg // by the ID sent to the server; each channel holds one answer
+	err     error                   // why the mux closed; set once
+	done    chan struct{}           // closed when err is set
+}
+
+// newMux returns a mux for the server called name that allows at most
+// maxInFlight requests at once. The caller runs writeLoop and readLoop.
+func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireMsg)) *mux {
+	return &mux{
+		name:     name,
+		log:      log,
+		onNotify: onNotify,
+		// Room for every request in flight and a cancellation for each, so
+		// that a cancellation never has to wait for space.
+		out:     make(chan []byte, 2*maxInFlight+16),
+		slots:   make(chan struct{}, maxInFlight),
+		pending: make(map[int64]chan *wireMsg),
+		done:    make(chan struct{}),
+	}
+}
+
+// Call sends a request to the server and blocks until its answer arrives, ctx
+// ends, or the mux closes. An answer that is a JSON-RPC error is returned as a
+// message, not as an error. When ctx ends first, the server receives
+// notifications/cancelled for the request (never for initialize, which the
+// specification forbids cancelling) and its late answer is dropped. Call fails
+// at once when maxInFlight requests are already in flight.
+func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (*wireMsg, error) {
+	select {
+	case m.slots <- struct{}{}:
+	default:
+		return nil, unavailable("server %q is busy: %d requests are in flight, its limit (maxInFlight); try again later", m.name, cap(m.slots))
+	}
+	defer func() { <-m.slots }()
+
+	id := m.nextID.Add(1)
+	line, err := encodeRequest(id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	answer := make(chan *wireMsg, 1)
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		return nil, m.err
+	}
+	m.pending[id] = answer
+	m.mu.Unlock()
+
+	select {
+	case m.out <- line:
+	case <-m.done:
+		return nil, m.err
+	case <-ctx.Done():
+		m.forget(id) // never written, so nothing to cancel
+		return nil, ctx.Err()
+	}
+
+	select {
+	case a := <-answer:
+		return a, nil
+	case <-m.done:
+		select {
+		case a := <-answer: // it came just before the end
+			return a, nil
+		default:
+			return nil, m.err
+		}
+	case <-ctx.Done():
+		if m.forget(id) && method != "initialize" {
+			m.cancel(id, context.Cause(ctx))
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// forget removes a pending request and reports whether it was still pending.
+func (m *mux) forget(id int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.pending[id]
+	delete(m.pending, id)
+	return ok
+}
+
+// cancel tells the server to stop working on request id. It never blocks:
+// the queue has room for one cancellation per request in flight, and when it
+// is full anyway the server is not reading its stdin at all.
+func (m *mux) cancel(id int64, why error) {
+	reason := "cancelled"
+	if errors.Is(why, context.DeadlineExceeded) {
+		reason = "timed out in corral"
+	}
+	params, _ := json.Marshal(struct {
+		RequestID int64  `json:"requestId"`
+		Reason    string `json:"reason"`
+	}{id, reason})
+	line, _ := encodeNotification("notifications/cancelled", params)
+	select {
+	case m.out <- line:
+	default:
+		m.log.Warn("stdin queue full; dropping cancellation", "id", id)
+	}
+}
+
+// Notify sends a notification to the server. It blocks until the notification
+// is queued, ctx ends, or the mux closes.
+func (m *mux) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	line, err := encodeNotification(method, params)
+	if err != nil {
+		return err
+	}
+	select {
+	case m.out <- line:
+		return nil
+	case <-m.done:
+		return m.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// inFlight returns the number of requests waiting for an answer.
+func (m *mux) inFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending)
+}
+
+// writeLoop writes queued lines to w, the server's stdin, one at a time,
+// until the mux closes or a write fails, which closes the mux.
+func (m *mux) writeLoop(w io.Writer) {
+	for {
+		select {
+		case line := <-m.out:
+			if _, err := w.Write(line); err != nil {
+				m.close(unavailable("server %q stopped reading its stdin: %v", m.name, err))
+				return
+			}
+		case <-m.done:
+			return
+		}
+	}
+}
+
+// readLoop reads the server's messages from r until it fails or reaches EOF,
+// and returns that error. Answers go to their callers; lines that are not
+// JSON-RPC are logged and skipped; a line over maxLine bytes fails the one
+// request it answers. readLoop does not close the mux: the owner does, once it
+// knows why the server went away.
+func (m *mux) readLoop(r io.Reader, maxLine int) error {
+	lr := newLineReader(r, maxLine)
+	for {
+		line, err := lr.next()
+		var tooLong *lineTooLongError
+		if errors.As(err, &tooLong) {
+			m.failTooLong(tooLong)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		m.dispatch(line)
+	}
+}
+
+// dispatch routes one line from the server.
+func (m *mux) dispatch(line []byte) {
+	var msg wireMsg
+	if err := json.Unmarshal(line, &msg); err != nil {
+		m.log.Warn("skipping a line on stdout that is not JSON-RPC", "line", truncate(line, 200), "err", err)
+		return
+	}
+	switch {
+	case msg.Method != "" && msg.ID != nil:
+		m.answerServerRequest(&msg)
+	case msg.Method != "":
+		if m.onNotify != nil {
+			m.onNotify(&msg)
+		}
+	case msg.ID != nil && (msg.Result != nil || msg.Error != nil):
+		m.deliver(&msg)
+	default:
+		m.log.Warn("skipping a message that is neither a request, a notification nor an answer", "line", truncate(line, 200))
+	}
+}
+
+// deliver hands an answer to the caller waiting for it.
+func (m *mux) deliver(msg *wireMsg) {
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	m.mu.Lock()
+	answer, ok := m.pending[id]
+	delete(m.pending, id)
+	if ok {
+		answer <- msg // buffered, and the only send: never blocks
+	}
+	m.mu.Unlock()
+	if !ok || err != nil {
+		// A late answer to a request that timed out or was cancelled, or an
+		// ID corral never sent.
+		m.log.Debug("dropping an answer to a request that is not pending", "id", string(msg.ID))
+	}
+}
+
+// failTooLong fails the request that a line over the limit answered.
+func (m *mux) failTooLong(e *lineTooLongError) {
+	id, err := strconv.ParseInt(string(e.id), 10, 64)
+	m.mu.Lock()
+	answer, ok := m.pending[id]
+	delete(m.pending, id)
+	if ok && err == nil {
+		answer <- &wireMsg{ID: e.id, Error: &wireError{Code: codeInternalError,
+			Message: fmt.Sprintf("server %q answered with a %s", m.name, e.Error())}}
+	}
+	m.mu.Unlock()
+	m.log.Warn("skipped a line over the size limit", "bytes", e.size, "max", e.max, "id", string(e.id))
+}
+
+// answerServerRequest answers a request the server sent to its client.
+// corral answers ping itself, as the specification requires of every peer.
+func (m *mux) answerServerRequest(msg *wireMsg) {
+	var line []byte
+	if msg.Method == "ping" {
+		line = encodeResponse(msg.ID, json.RawMessage("{}"))
+	} else {
+		line = encodeErrorResponse(msg.ID, &wireError{Code: codeMethodNotFound,
+			Message: fmt.Sprintf("corral does not pass %s from servers to clients", msg.Method)})
+	}
+	select {
+	case m.out <- append(line, '\n'):
+	default:
+		m.log.Warn("stdin queue full; dropping an answer to the server's request", "method", msg.Method)
+	}
+}
+
+// close retires every pending request with err and stops the mux. Only the
+// first call has an effect.
+func (m *mux) close(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return
+	}
+	m.err = err
+	clear(m.pending)
+	close(m.done)
+}
+
+// encodeRequest returns a request line, with its newline, for the server.
+// The params are made compact: a newline inside would end the line.
+func encodeRequest(id int64, method string, params json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, len(params)+len(method)+64)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	return appendMethodParams(b, method, params)
+}
+
+// encodeNotification returns a notification line, with its newline.
+func encodeNotification(method string, params json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, len(params)+len(method)+64)
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	return appendMethodParams(b, method, params)
+}
+
+func appendMethodParams(b []byte, method string, params json.RawMessage) ([]byte, error) {
+	b = append(b, `,"method":`...)
+	b = strconv.AppendQuote(b, method) // methods are ASCII names chosen by corral
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		if bytes.ContainsAny(params, "\r\n") {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, params); err != nil {
+				return nil, &wireError{Code: codeInvalidParams, Message: "params are not valid JSON: " + err.Error()}
+			}
+			params = buf.Bytes()
+		}
+		b = append(b, params...)
+	}
+	return append(b, "}\n"...), nil
+}
+
+// encodeResponse returns a result message for id, without a newline.
+func encodeResponse(id, result json.RawMessage) []byte {
+	b := make([]byte, 0, len(id)+len(result)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// encodeErrorResponse returns an error message for id (null if empty),
+// without a newline.
+func encodeErrorResponse(id json.RawMessage, e *wireError) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	eb, _ := json.Marshal(e)
+	b := make([]byte, 0, len(id)+len(eb)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":`...)
+	b = append(b, eb...)
+	return append(b, '}')
+}
+
+// truncate returns at most n bytes of b as a string, for logs.
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}

@@ -1,0 +1,619 @@
+package main
+
+// This file holds the stdio transport: one server's child process with its
+// pipes and stop ladder, and the newline-delimited framing that both the
+// servers' stdout and corral's own stdin (with -stdio) are read with.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// processSpec says how to run one server process.
+type processSpec struct {
+	name    string   // the server's name, for messages
+	command string   // the program; looked up in PATH when it has no slash
+	args    []string // its arguments
+	env     []string // its whole environment
+	dir     string   // its working directory; if empty, corral's
+
+	// stopGrace is how long the process has to exit once its stdin is closed
+	// before its group gets SIGTERM; killGrace how long after SIGTERM before
+	// SIGKILL. pipeDrain bounds the wait for the pipes to reach EOF after the
+	// process has exited (a descendant may hold them open forever).
+	stopGrace, killGrace, pipeDrain time.Duration
+
+	log *slog.Logger // receives the server's stderr, line by line
+}
+
+// stderrTailLines is how many of a server's last stderr lines are kept for
+// error messages.
+const stderrTailLines = 20
+
+// process is one running server: the OS process, the parent's ends of its
+// three pipes, and the goroutines that own them. Its methods are safe for
+// concurrent use.
+type process struct {
+	spec   processSpec
+	pid    int // also its process group ID
+	stdin  *os.File
+	stdout *pipeReader
+	stderr *os.File
+
+	exited  chan struct{} // closed once the process has been reaped
+	waitErr error         // how it ended; set before exited is closed
+
+	// sigMu orders group signals against the reaping of the leader: once the
+	// leader is reaped its PID, which is also the group's ID, may be reused.
+	sigMu  sync.Mutex
+	reaped bool
+
+	stderrDone chan struct{} // closed when the stderr pipe reaches EOF or is closed
+	tail       lineTail
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when Stop has finished
+}
+
+// startProcess starts the server described by spec in a process group of its
+// own, with pipes for stdin, stdout and stderr. It returns once the process
+// has started; stderr is drained into spec.log from then on. The caller reads
+// p.stdout and must call Stop.
+func startProcess(spec processSpec) (*process, error) {
+	cmd := exec.Command(spec.command, spec.args...)
+	cmd.Env = spec.env
+	cmd.Dir = spec.dir
+	setProcAttr(cmd)
+
+	// Pipes of our own rather than cmd.StdoutPipe: Wait must not close the
+	// read ends under the reader, and a crash is seen by Wait, not by EOF.
+	var files []*os.File
+	pipe := func() (r, w *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil
+		}
+		files = append(files, r, w)
+		return r, w
+	}
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
+	if len(files) != 6 {
+		closeAll(files)
+		return nil, fmt.Errorf("starting server %q: cannot create pipes", spec.name)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+
+	p := &process{
+		spec:       spec,
+		stdin:      inW,
+		stdout:     &pipeReader{f: outR, eof: make(chan struct{})},
+		stderr:     errR,
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	p.tail.max = stderrTailLines
+	started := make(chan error, 1)
+	go p.own(cmd, started)
+	err := <-started
+	closeAll([]*os.File{inR, outW, errW}) // the child's ends, now the child's alone
+	if err != nil {
+		closeAll([]*os.File{inW, outR, errR})
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+	}
+	go p.drainStderr()
+	return p, nil
+}
+
+// own starts cmd and stays with it until it is reaped. It runs on a goroutine
+// locked to its OS thread for the child's whole life, because Linux sends the
+// parent-death signal when the thread that forked the child exits, not when
+// the process does (go.dev/issue/27505). The thread is never unlocked, so it
+// exits with this goroutine, once the child is already gone.
+func (p *process) own(cmd *exec.Cmd, started chan<- error) {
+	runtime.LockOSThread()
+	if err := cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	p.pid = cmd.Process.Pid
+	started <- nil
+
+	// What the leader leaves behind in its group dies with it: the group is
+	// killed after the leader exits but before it is reaped, while the group
+	// ID cannot yet have been reused.
+	if waitExitedNoReap(p.pid) == nil {
+		p.sigMu.Lock()
+		signalGroup(p.pid, syscall.SIGKILL)
+		p.reaped = true
+		p.sigMu.Unlock()
+		p.waitErr = cmd.Wait()
+	} else {
+		p.waitErr = cmd.Wait()
+		p.sigMu.Lock()
+		signalGroup(p.pid, syscall.SIGKILL) // racy without waitid; see killpg_other.go
+		p.reaped = true
+		p.sigMu.Unlock()
+	}
+	close(p.exited)
+}
+
+// signal sends sig to the process's group, unless the leader has been reaped.
+func (p *process) signal(sig syscall.Signal) {
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if !p.reaped {
+		if err := signalGroup(p.pid, sig); err != nil {
+			p.spec.log.Warn("cannot signal process group", "pgid", p.pid, "signal", sig, "err", err)
+		}
+	}
+}
+
+// Stop stops the process the way the MCP specification asks a client to and
+// blocks until it has been reaped, every process left in its group has been
+// killed, and its pipes are closed. Closing hurry skips the remaining waits
+// and kills at once. Stop may be called more than once and concurrently; every
+// call blocks until the first has finished.
+func (p *process) Stop(hurry <-chan struct{}) {
+	p.stopOnce.Do(func() {
+		// "the client SHOULD initiate shutdown by first closing the input
+		// stream to the child process (the server)"
+		p.stdin.Close()
+		if !p.waitExited(p.spec.stopGrace, hurry) {
+			// "If the server does not exit within a reasonable time, the client
+			// SHOULD send SIGTERM"
+			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.spec.stopGrace)
+			p.signal(syscall.SIGTERM)
+			if !p.waitExited(p.spec.killGrace, hurry) {
+				// "If the server has not exited within a reasonable time after
+				// SIGTERM, the client SHOULD send SIGKILL"
+				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.spec.killGrace)
+				p.signal(syscall.SIGKILL)
+				<-p.exited
+			}
+		}
+		p.closePipes()
+		close(p.stopped)
+	})
+	<-p.stopped
+}
+
+// waitExited reports whether the process exits within d. It returns false at
+// once when hurry is closed.
+func (p *process) waitExited(d time.Duration, hurry <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-hurry:
+		return false
+	case <-t.C:
+		return false
+	}
+}
+
+// closePipes waits, at most pipeDrain, for stdout and stderr to reach EOF so
+// that the last lines are not lost, then closes the read ends. Closing them
+// ends any read still blocked because a descendant holds a write end open.
+func (p *process) closePipes() {
+	t := time.NewTimer(p.spec.pipeDrain)
+	defer t.Stop()
+wait:
+	for _, done := range []chan struct{}{p.stdout.eof, p.stderrDone} {
+		select {
+		case <-done:
+		case <-t.C:
+			break wait
+		}
+	}
+	p.stdout.f.Close()
+	p.stderr.Close()
+	<-p.stderrDone
+}
+
+// exitDescription says how the process ended: "exit status 3",
+// "signal: killed". It must be called after exited is closed.
+func (p *process) exitDescription() string {
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(p.waitErr, &ee) {
+		return ee.ProcessState.String()
+	}
+	return p.waitErr.Error()
+}
+
+// drainStderr copies the server's stderr into the log, a line at a time, and
+// keeps the last lines for error messages. It never stops reading, so a
+// server that writes much to stderr is never blocked by corral.
+func (p *process) drainStderr() {
+	defer close(p.stderrDone)
+	br := bufio.NewReaderSize(p.stderr, 4096)
+	for {
+		line, err := br.ReadSlice('\n')
+		// A line longer than the buffer is logged in pieces.
+		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
+			p.spec.log.Info("stderr: " + s)
+			p.tail.add(s)
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
+}
+
+// pipeReader is the read end of a pipe that records when a read first fails.
+type pipeReader struct {
+	f    *os.File
+	once sync.Once
+	eof  chan struct{}
+}
+
+func (r *pipeReader) Read(b []byte) (int, error) {
+	n, err := r.f.Read(b)
+	if err != nil {
+		r.once.Do(func() { close(r.eof) })
+	}
+	return n, err
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// lineTail keeps the last max lines added to it. It is safe for concurrent use.
+type lineTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *lineTail) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == t.max {
+		copy(t.lines, t.lines[1:])
+		t.lines = t.lines[:t.max-1]
+	}
+	t.lines = append(t.lines, s)
+}
+
+// last returns the last line added, or "".
+func (t *lineTail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return t.lines[len(t.lines)-1]
+}
+
+// all returns a copy of the lines kept, oldest first.
+func (t *lineTail) all() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.lines...)
+}
+
+// lineReader reads newline-delimited messages of at most max bytes, without
+// the 64 KiB cap of bufio.Scanner. It is not safe for concurrent use.
+type lineReader struct {
+	br  *bufio.Reader
+	max int
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// lineTooLongError reports a line over the maximum. The line has been read
+// and thrown away; id holds the raw JSON of its top-level "id" member, if one
+// was found in it, so that the one request it answers can be failed.
+type lineTooLongError struct {
+	size int64
+	max  int
+	id   []byte
+}
+
+func (e *lineTooLongError) Error() string {
+	return fmt.Sprintf("message of %d bytes or more is over the %d-byte line limit (maxLineBytes)", e.size, e.max)
+}
+
+// next returns the next line without its line ending, in a slice of its own.
+// A line longer than the maximum is read to its end and reported as a
+// *lineTooLongError; the reader stays usable. At the end of input, next
+// returns io.EOF.
+func (lr *lineReader) next() ([]byte, error) {
+	s, err := lr.br.ReadSlice('\n')
+	switch {
+	case err == nil && len(trimEOL(s)) <= lr.max:
+		return bytes.Clone(trimEOL(s)), nil
+	case err == io.EOF && len(s) > 0 && len(s) <= lr.max:
+		return bytes.Clone(s), nil // a last line without its newline
+	case err != nil && err != bufio.ErrBufferFull:
+		return nil, err
+	}
+	// Longer than the reader's buffer: gather it, up to the maximum.
+	buf := append(make([]byte, 0, 2*len(s)), s...)
+	for len(trimEOL(buf)) <= lr.max && err == bufio.ErrBufferFull {
+		s, err = lr.br.ReadSlice('\n')
+		buf = append(buf, s...)
+	}
+	if len(trimEOL(buf)) <= lr.max {
+		if err != nil && (err != io.EOF || len(buf) == 0) {
+			return nil, err
+		}
+		return trimEOL(buf), nil
+	}
+	// Too long: skip to the end of the line, looking for its ID on the way.
+	var sc idScanner
+	sc.feed(buf)
+	size := int64(len(buf))
+	for err == bufio.ErrBufferFull {
+		s, err = lr.br.ReadSlice('\n')
+		sc.feed(s)
+		size += int64(len(s))
+	}
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return nil, &lineTooLongError{size: size, max: lr.max, id: sc.id()}
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// idScanner finds the raw value of the top-level "id" member of a JSON object
+// fed to it in pieces, in constant memory. It is how a line too long to keep
+// is matched to the request it answers.
+type idScanner struct {
+	depth    int
+	inString bool
+	escaped  bool
+	wantKey  bool    // the next string at depth 1 is a member name
+	key      [3]byte // the first bytes of the member name being read
+	keyLen   int
+	idKey    bool // the last member name at depth 1 was "id"
+	capture  int  // 0: not capturing; 1: before the value; 2: in a literal; 3: in a string
+	val      []byte
+	done     bool
+}
+
+const maxScannedID = 256
+
+func (s *idScanner) feed(b []byte) {
+	for _, c := range b {
+		if s.done {
+			return
+		}
+		if s.capture > 0 {
+			s.captureByte(c)
+			continue
+		}
+		if s.inString {
+			switch {
+			case s.escaped:
+				s.escaped = false
+			case c == '\\':
+				s.escaped = true
+			case c == '"':
+				s.inString = false
+				if s.depth == 1 && s.wantKey {
+					s.idKey = s.keyLen == 2 && s.key[0] == 'i' && s.key[1] == 'd'
+				}
+				continue
+			}
+			if s.depth == 1 && s.wantKey {
+				if s.keyLen < len(s.key) {
+					s.key[s.keyLen] = c
+				}
+				s.keyLen++
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			s.inString, s.keyLen = true, 0
+		case '{', '[':
+			s.depth++
+			if s.depth == 1 {
+				s.wantKey = c == '{'
+			}
+		case '}', ']':
+			s.depth--
+		case ':':
+			if s.depth == 1 {
+				s.wantKey = false
+				if s.idKey {
+					s.capture, s.idKey = 1, false
+				}
+			}
+		case ',':
+			if s.depth == 1 {
+				s.wantKey, s.idKey = true, false
+			}
+		}
+	}
+}
+
+func (s *idScanner) captureByte(c byte) {
+	if len(s.val) > maxScannedID {
+		s.done, s.val = true, nil // not an ID corral could have sent
+		return
+	}
+	switch s.capture {
+	case 1:
+		switch c {
+		case ' ', '\t', '\r', '\n':
+		case '"':
+			s.val, s.capture = append(s.val, c), 3
+		default:
+			s.val, s.capture = append(s.val, c), 2
+		}
+	case 2:
+		switch c {
+		case ',', '}', ' ', '\t', '\r', '\n':
+			s.done = true
+		default:
+			s.val = append(s.val, c)
+		}
+	case 3:
+		s.val = append(s.val, c)
+		switch {
+		case s.escaped:
+			s.escaped = false
+		case c == '\\':
+			s.escaped = true
+		case c == '"':
+			s.done = true
+		}
+	}
+}
+
+// id returns the raw JSON of the "id" member, or nil if none was seen whole.
+func (s *idScanner) id() []byte {
+	if !s.done {
+		return nil
+	}
+	return s.val
+}
+
+// serveStdio serves one MCP session on in and out (corral's own stdin and
+// stdout with -stdio) until in ends or ctx ends. Requests are served
+// concurrently; each answer and notification is written as one line. When in
+// ends, the client is gone: calls in flight are cancelled. When ctx ends, no
+// new message is read and calls in flight have drain to finish.
+func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
+	callCtx, cancelCalls := context.WithCancel(context.Background())
+	defer cancelCalls()
+
+	// One writer owns out. Answers wait for it; notifications are dropped
+	// when it is behind, like on an HTTP session's stream.
+	lines := make(chan []byte, sessionEventBuffer)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for msg := range lines {
+			if _, err := out.Write(append(msg, '\n')); err != nil {
+				log.Warn("writing to stdout", "err", err)
+			}
+		}
+	}()
+	s := gw.newSession(func(msg []byte) {
+		select {
+		case lines <- bytes.Clone(msg):
+		default:
+		}
+	})
+
+	type readResult struct {
+		line []byte
+		err  error
+	}
+	reads := make(chan readResult)
+	// The reader may stay blocked in a read of in after serveStdio returns;
+	// in is corral's stdin, and the process is about to exit.
+	go func() {
+		lr := newLineReader(in, maxLine)
+		for {
+			line, err := lr.next()
+			select {
+			case reads <- readResult{line, err}:
+			case <-callCtx.Done():
+				return
+			}
+			if err != nil && !isTooLong(err) {
+				return
+			}
+		}
+	}()
+
+	var calls sync.WaitGroup
+	for stop := false; !stop; {
+		select {
+		case <-ctx.Done():
+			stop = true
+			// Let the calls in flight finish, for at most drain.
+			done := make(chan struct{})
+			go func() { calls.Wait(); close(done) }()
+			t := time.NewTimer(drain)
+			select {
+			case <-done:
+			case <-t.C:
+				log.Warn("calls still in flight at the end of shutdownTimeout are cut off")
+			}
+			t.Stop()
+		case r := <-reads:
+			var tooLong *lineTooLongError
+			switch {
+			case errors.As(r.err, &tooLong):
+				lines <- encodeErrorResponse(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})
+				continue
+			case r.err == io.EOF:
+				log.Info("stdin closed: the client has gone")
+				stop = true
+				continue
+			case r.err != nil:
+				log.Warn("reading stdin", "err", r.err)
+				stop = true
+				continue
+			}
+			if len(bytes.TrimSpace(r.line)) == 0 {
+				continue
+			}
+			msg, werr := decodeMessage(r.line)
+			if werr != nil {
+				var id json.RawMessage
+				if msg != nil {
+					id = msg.ID
+				}
+				lines <- encodeErrorResponse(id, werr)
+				continue
+			}
+			if msg.ID == nil || msg.Method == "" {
+				gw.handle(callCtx, s, msg)
+				continue
+			}
+			calls.Add(1)
+			go func() {
+				defer calls.Done()
+				if answer := gw.handle(callCtx, s, msg); answer != nil {
+					lines <- answer
+				}
+			}()
+		}
+	}
+	cancelCalls()
+	gw.endSession(s)
+	calls.Wait()
+	close(lines)
+	<-writerDone
+}
+
+func isTooLong(err error) bool {
+	var tooLong *lineTooLongError
+	return errors.As(err, &tooLong)
+}
