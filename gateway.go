@@ -366,12 +366,7 @@ func supportedVersion(v string) bool { return slices.Contains(protocolVersions, 
 // waits, until ctx ends, for backends still in their first start, so that a
 // client that connects early sees every tool.
 func (g *Gateway) listTools(ctx context.Context, params json.RawMessage) (any, error) {
-	for _, b := range g.backends {
-		select {
-		case <-b.firstDone:
-		case <-ctx.Done():
-		}
-	}
+	g.waitFirstStarts(ctx)
 	var p struct {
 		Cursor string `json:"cursor"`
 	}
@@ -413,6 +408,34 @@ func (g *Gateway) listTools(ctx context.Context, params json.RawMessage) (any, e
 	return res, nil
 }
 
+// waitFirstStarts waits until every backend's first start has succeeded or
+// failed, or ctx ends.
+func (g *Gateway) waitFirstStarts(ctx context.Context) {
+	for _, b := range g.backends {
+		select {
+		case <-b.firstDone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// lookupTool finds a tool by the name clients call it. A name not in the
+// catalog may belong to a backend still in its first start: then it waits
+// for the first starts, until ctx ends, and looks again.
+func (g *Gateway) lookupTool(ctx context.Context, name string) *catalogTool {
+	g.mu.Lock()
+	t := g.cat.byName[name]
+	g.mu.Unlock()
+	if t != nil {
+		return t
+	}
+	g.waitFirstStarts(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cat.byName[name]
+}
+
 // callTool routes tools/call to the backend that owns the tool, with the
 // server's own name for it, and returns the answer with the client's ID.
 func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
@@ -421,9 +444,7 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
 	if err := json.Unmarshal(msg.Params, &fields); err != nil || json.Unmarshal(fields["name"], &name) != nil || name == "" {
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
 	}
-	g.mu.Lock()
-	t := g.cat.byName[name]
-	g.mu.Unlock()
+	t := g.lookupTool(ctx, name)
 	if t == nil {
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)})
 	}

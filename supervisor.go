@@ -167,6 +167,14 @@ func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
 	}
 	select {
 	case <-p.exited:
+		// The last stderr line usually says why; it is read a moment after
+		// the exit is seen, unless a descendant holds stderr open.
+		t := time.NewTimer(stderrSettle)
+		select {
+		case <-p.stderrDone:
+		case <-t.C:
+		}
+		t.Stop()
 		msg := fmt.Sprintf("server %q exited (%s)", b.name, p.exitDescription())
 		if last := p.tail.last(); last != "" {
 			msg += "; its last stderr line: " + last
@@ -176,6 +184,9 @@ func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
 		m.close(unavailable("server %q closed its stdout", b.name))
 	}
 }
+
+// stderrSettle bounds the wait for a dead server's last stderr lines.
+const stderrSettle = 100 * time.Millisecond
 
 // processSpec returns how to run the server's process.
 func (b *backend) processSpec() processSpec {
@@ -399,7 +410,7 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 				return nil, ctx.Err()
 			}
 		default:
-			return nil, unavailable("server %q is %s: %s", b.name, state, lastErr)
+			return nil, unavailable("server %q is %s: %s", b.name, state, strings.TrimPrefix(lastErr, fmt.Sprintf("server %q ", b.name)))
 		}
 	}
 }

@@ -1,0 +1,556 @@
+//go:build linux || darwin
+
+// Fakeserver is a scriptable fake MCP server for testing corral and MCP
+// gateways in general. It speaks MCP over stdio: newline-delimited JSON-RPC
+// 2.0, one message per line, with nothing but MCP messages on standard output
+// (unless the garbage tool is called). Standard error is free-form.
+//
+// Usage:
+//
+//	fakeserver [flags]
+//
+// The flags are:
+//
+//	-name NAME
+//		Server name reported in serverInfo and by whoami (default "fake").
+//	-prefix STR
+//		String prepended to every tool name.
+//	-protocol-version V
+//		Answer initialize with protocol version V whatever the client asks.
+//		Otherwise the client's version is echoed if it is one of 2024-11-05,
+//		2025-03-26, 2025-06-18 or 2025-11-25, and 2025-11-25 is used if not.
+//	-extra-tools N
+//		Add N tools named PREFIX+"tool_000", PREFIX+"tool_001", ... that
+//		answer like whoami.
+//	-page-size N
+//		Paginate tools/list, N tools a page (default 0: no pagination).
+//	-state DIR
+//		Record state and events in DIR (see below).
+//	-lifetime D
+//		Exit with code 0 after D, whatever happens (default 2m; 0 means
+//		never). Descendants are given the same -lifetime.
+//	-ignore-sigterm
+//		Record SIGTERM but keep running. SIGINT still ends the process.
+//	-ignore-stdin-close
+//		Keep running after standard input reaches end of file.
+//	-crash-at-start
+//		Write "fatal: crash at start" to standard error and exit with code 3
+//		before reading anything.
+//	-crash-in-initialize
+//		Exit with code 4, without answering, when initialize arrives.
+//	-hang-initialize
+//		Never answer initialize. Other requests are still answered.
+//	-crash-after N
+//		Exit with code 5, without answering, when the Nth tools/call arrives
+//		(default 0: never).
+//	-stderr-at-start N
+//		Write N bytes of log lines to standard error at start.
+//	-grandchild MODE
+//		At start, spawn a sleeper: a descendant running this executable with
+//		-role sleeper. MODE "group" spawns it as an ordinary child, in the
+//		server's process group; "setsid" spawns it as a child in a new
+//		session; "daemon" spawns an intermediate process (-role daemonizer)
+//		that spawns the sleeper in a new session and exits at once, orphaning
+//		the sleeper. The server reads nothing before the sleeper has written
+//		its state file, so the sleeper exists once initialize is answered.
+//	-grandchild-holds-stdout
+//		Let the descendants inherit the server's standard output and standard
+//		error. Otherwise their standard input, output and error are /dev/null.
+//	-grandchild-ignores-sigterm
+//		Pass -ignore-sigterm to the descendants.
+//	-role server|sleeper|daemonizer
+//		The part this process plays (default server). A sleeper does nothing
+//		until its lifetime ends or a signal ends it.
+//	-ready-fd N
+//		Internal: close file descriptor N once the state file is written.
+//
+// SIGTERM (unless -ignore-sigterm) and SIGINT end the process with code 0.
+// SIGHUP is recorded and otherwise ignored. Every role handles signals alike.
+//
+// # Protocol
+//
+// The server answers initialize, ping, tools/list and tools/call. Every other
+// request gets error -32601 "method not found: METHOD". Notifications other
+// than notifications/cancelled are ignored, and so are responses. A line that
+// is not JSON gets error -32700 "parse error" with a null id; valid JSON that
+// is not a message gets error -32600 "invalid request". Blank lines are
+// ignored. End of file on standard input ends the process with code 0 at
+// once: requests still being handled are not answered.
+//
+// Each request but initialize is handled in its own goroutine, so answers may
+// come out of order. A request named by notifications/cancelled while still
+// being handled is never answered.
+//
+// With -page-size, tools/list returns a page of tools and, while more remain,
+// an opaque "nextCursor". An unknown cursor gets error -32602 "invalid cursor".
+//
+// # Tools
+//
+// Tool names below get the -prefix string prepended. Arguments are fields of
+// the "arguments" object. An unknown tool gets error -32602 `unknown tool "X"`
+// and ill-typed arguments get error -32602 "invalid arguments: ...".
+//
+//	echo {text: string, delay_ms?: int}
+//		After delay_ms milliseconds, answer text.
+//	whoami {}
+//		Answer the JSON text {"name":NAME,"pid":PID}.
+//	sleep {ms: int}
+//		After ms milliseconds, answer "slept".
+//	hang {}
+//		Never answer.
+//	big {bytes: int}
+//		Answer a text of the given length whose byte i is 'a'+i%26.
+//	stderr {bytes: int}
+//		Write the given number of bytes to standard error, as lines of at
+//		most 100 bytes each counting the newline, then answer "done".
+//	garbage {lines: int}
+//		Write the given number of whole non-JSON lines to standard output,
+//		then answer "done".
+//	crash {code?: int}
+//		Write "crashing with code N" to standard error and exit with code N
+//		(default 1) without answering.
+//	list_changed {}
+//		Send notifications/tools/list_changed, then answer "sent".
+//
+// Answers are results of the form
+//
+//	{"content":[{"type":"text","text":TEXT}]}
+//
+// # State
+//
+// With -state DIR, every process (whatever its role) writes DIR/PID.json at
+// start, atomically (through a temporary file in DIR whose name starts with
+// "." and ends with ".tmp", then renamed):
+//
+//	{"pid":123,"ppid":100,"pgid":100,"sid":90,"role":"server","name":"fake",
+//	 "start":"2025-01-02T03:04:05.123456789Z","args":["fakeserver","-state","DIR"]}
+//
+// role is "server", "sleeper" or "daemonizer"; pgid is the process group; sid
+// is the session, omitted if it cannot be known; start is RFC 3339 with
+// nanoseconds, in UTC; args is the process's full argument list.
+//
+// Every process also appends events to DIR/PID.events, one JSON object a
+// line, each written with a single write to the file opened with O_APPEND.
+// Every event has "time" (RFC 3339 with nanoseconds, in UTC) and "event":
+//
+//	{"time":T,"event":"signal","signal":"terminated"}
+//		A signal was received: "terminated", "interrupt" or "hangup".
+//	{"time":T,"event":"request","method":"tools/call","id":7,"tool":"echo"}
+//		A request was received, recorded before it is handled. id is the
+//		request's id as sent (compacted JSON); tool, the name of the tool as
+//		sent, is present only for tools/call.
+//	{"time":T,"event":"cancelled","requestId":7,"reason":"timeout"}
+//		A notifications/cancelled was received. requestId and reason are
+//		omitted if absent; requestId is compacted JSON.
+//	{"time":T,"event":"exit","code":0,"reason":"stdin closed"}
+//		The process is about to exit deliberately. reason is one of
+//		"stdin closed", "lifetime", "signal terminated", "signal interrupt",
+//		"crash tool", "crash-at-start", "crash-in-initialize", "crash-after"
+//		and "daemonized".
+//
+// Fields of other names may be added; readers should ignore them.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Roles a process may play.
+const (
+	roleServer     = "server"
+	roleSleeper    = "sleeper"
+	roleDaemonizer = "daemonizer"
+)
+
+// options holds the command-line flags.
+type options struct {
+	name                     string
+	prefix                   string
+	protocolVersion          string
+	extraTools               int
+	pageSize                 int
+	stateDir                 string
+	lifetime                 time.Duration
+	ignoreSigterm            bool
+	ignoreStdinClose         bool
+	crashAtStart             bool
+	crashInInitialize        bool
+	hangInitialize           bool
+	crashAfter               int
+	stderrAtStart            int
+	grandchild               string
+	grandchildHoldsStdout    bool
+	grandchildIgnoresSigterm bool
+	role                     string
+	readyFD                  int
+}
+
+// parseFlags parses the command-line arguments args, not including the
+// program name. It reports problems to stderr.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := new(options)
+	fs := flag.NewFlagSet("fakeserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.name, "name", "fake", "server `name` reported in serverInfo and by whoami")
+	fs.StringVar(&o.prefix, "prefix", "", "`string` prepended to every tool name")
+	fs.StringVar(&o.protocolVersion, "protocol-version", "", "answer initialize with this `version` whatever the client asks")
+	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
+	fs.IntVar(&o.pageSize, "page-size", 0, "paginate tools/list with this many tools a page (0: no pagination)")
+	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
+	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
+	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
+	fs.BoolVar(&o.ignoreStdinClose, "ignore-stdin-close", false, "keep running after end of file on stdin")
+	fs.BoolVar(&o.crashAtStart, "crash-at-start", false, "exit with code 3 before reading anything")
+	fs.BoolVar(&o.crashInInitialize, "crash-in-initialize", false, "exit with code 4 when initialize arrives")
+	fs.BoolVar(&o.hangInitialize, "hang-initialize", false, "never answer initialize")
+	fs.IntVar(&o.crashAfter, "crash-after", 0, "exit with code 5 when the `n`th tools/call arrives (0: never)")
+	fs.IntVar(&o.stderrAtStart, "stderr-at-start", 0, "write this many `bytes` of log lines to stderr at start")
+	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid or daemon")
+	fs.BoolVar(&o.grandchildHoldsStdout, "grandchild-holds-stdout", false, "let descendants inherit stdout and stderr")
+	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
+	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
+	fs.IntVar(&o.readyFD, "ready-fd", 0, "internal: close file descriptor `fd` once the state file is written")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case !slices.Contains([]string{"", "group", "setsid", "daemon"}, o.grandchild):
+		err = fmt.Errorf("invalid -grandchild %q: want group, setsid or daemon", o.grandchild)
+	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
+		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
+	case o.extraTools < 0 || o.pageSize < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
+		err = fmt.Errorf("numeric flags must not be negative")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fakeserver: %v\n", err)
+		fs.Usage()
+		return nil, err
+	}
+	return o, nil
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == flag.ErrHelp {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2)
+	}
+	newServer(opts, os.Stdin, os.Stdout, os.Stderr).run()
+}
+
+// A server is one fakeserver process, whatever its role.
+type server struct {
+	opts   *options
+	pid    int
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
+
+	out    chan struct{} // one-slot semaphore held while writing to stdout
+	errMu  sync.Mutex    // serializes writes to stderr
+	exitMu sync.Mutex    // locked for good by the first deliberate exit
+
+	tools  []*tool          // in tools/list order
+	byName map[string]*tool // by full name, prefix included
+
+	mu       sync.Mutex
+	inflight map[*call]struct{} // requests being handled, not yet answered
+
+	calls int // tools/call requests received so far; used by the reading goroutine only
+}
+
+func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
+	s := &server{
+		opts:     opts,
+		pid:      os.Getpid(),
+		stdin:    stdin,
+		stdout:   stdout,
+		stderr:   stderr,
+		out:      make(chan struct{}, 1),
+		byName:   make(map[string]*tool),
+		inflight: make(map[*call]struct{}),
+	}
+	s.addTools()
+	return s
+}
+
+// run runs the process in its role. It does not return.
+func (s *server) run() {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go s.handleSignals(sigs)
+	if s.opts.lifetime > 0 {
+		time.AfterFunc(s.opts.lifetime, func() { s.exit(0, "lifetime") })
+	}
+	if err := s.writeState(); err != nil {
+		s.logf("fakeserver: cannot write state: %v", err)
+		os.Exit(1)
+	}
+
+	switch s.opts.role {
+	case roleSleeper:
+		s.ready()
+		select {} // until a signal or the lifetime ends the process
+	case roleDaemonizer:
+		ready := s.readyFile()
+		cmd, err := s.spawn(roleSleeper, s.opts.ignoreSigterm, true, true, ready)
+		if err != nil {
+			s.logf("fakeserver: cannot spawn sleeper: %v", err)
+		} else {
+			cmd.Process.Release()
+		}
+		s.exit(0, "daemonized")
+	}
+
+	if s.opts.crashAtStart {
+		s.logf("fatal: crash at start")
+		s.exit(3, "crash-at-start")
+	}
+	if n := s.opts.stderrAtStart; n > 0 {
+		s.writeStderr(logLines("startup log line", n))
+	}
+	if s.opts.grandchild != "" {
+		if err := s.startGrandchild(); err != nil {
+			s.logf("fakeserver: grandchild: %v", err)
+		}
+	}
+	s.serve()
+}
+
+// handleSignals records the signals received on c and ends the process for
+// those that end it. It returns only with the process.
+func (s *server) handleSignals(c <-chan os.Signal) {
+	for sig := range c {
+		s.record(event{Event: "signal", Signal: sig.String()})
+		if sig == syscall.SIGINT || sig == syscall.SIGTERM && !s.opts.ignoreSigterm {
+			s.exit(0, "signal "+sig.String())
+		}
+	}
+}
+
+// exit records an exit event and ends the process with the given code.
+// The first call wins: later calls block until the process is gone.
+// It waits up to a second for a message being written to stdout, so that
+// the peer is never left with half a line.
+func (s *server) exit(code int, reason string) {
+	s.exitMu.Lock() // never unlocked
+	s.record(event{Event: "exit", Code: &code, Reason: reason})
+	t := time.NewTimer(time.Second)
+	select {
+	case s.out <- struct{}{}:
+	case <-t.C:
+	}
+	os.Exit(code)
+}
+
+// logf writes a line to stderr.
+func (s *server) logf(format string, args ...any) {
+	s.writeStderr([]byte(fmt.Sprintf(format, args...) + "\n"))
+}
+
+// writeStderr writes b to stderr with a single write.
+func (s *server) writeStderr(b []byte) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	s.stderr.Write(b)
+}
+
+// writeStdout writes b, which must be whole lines, to stdout with a single
+// write.
+func (s *server) writeStdout(b []byte) {
+	s.out <- struct{}{}
+	defer func() { <-s.out }()
+	if _, err := s.stdout.Write(b); err != nil {
+		s.logf("fakeserver: writing stdout: %v", err)
+	}
+}
+
+// state is the content of a state file.
+type state struct {
+	PID   int      `json:"pid"`
+	PPID  int      `json:"ppid"`
+	PGID  int      `json:"pgid"`
+	SID   *int     `json:"sid,omitempty"`
+	Role  string   `json:"role"`
+	Name  string   `json:"name"`
+	Start string   `json:"start"`
+	Args  []string `json:"args"`
+}
+
+// event is a line of an events file.
+type event struct {
+	Time      string          `json:"time"`
+	Event     string          `json:"event"`
+	Signal    string          `json:"signal,omitempty"`
+	Method    string          `json:"method,omitempty"`
+	ID        json.RawMessage `json:"id,omitempty"`
+	Tool      string          `json:"tool,omitempty"`
+	RequestID json.RawMessage `json:"requestId,omitempty"`
+	Code      *int            `json:"code,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
+// writeState writes the state file, if there is a state directory.
+func (s *server) writeState() error {
+	dir := s.opts.stateDir
+	if dir == "" {
+		return nil
+	}
+	st := state{
+		PID:   s.pid,
+		PPID:  os.Getppid(),
+		PGID:  syscall.Getpgrp(),
+		Role:  s.opts.role,
+		Name:  s.opts.name,
+		Start: time.Now().UTC().Format(time.RFC3339Nano),
+		Args:  os.Args,
+	}
+	if sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0); errno == 0 {
+		n := int(sid)
+		st.SID = &n
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+strconv.Itoa(s.pid)+"-*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, strconv.Itoa(s.pid)+".json"))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// record appends e to the events file, if there is a state directory.
+func (s *server) record(e event) {
+	if s.opts.stateDir == "" {
+		return
+	}
+	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	b, err := json.Marshal(e)
+	if err != nil {
+		s.logf("fakeserver: cannot encode event: %v", err)
+		return
+	}
+	name := filepath.Join(s.opts.stateDir, strconv.Itoa(s.pid)+".events")
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		s.logf("fakeserver: cannot record event: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		s.logf("fakeserver: cannot record event: %v", err)
+	}
+}
+
+// readyFile returns the file named by -ready-fd, or nil.
+func (s *server) readyFile() *os.File {
+	if s.opts.readyFD == 0 {
+		return nil
+	}
+	return os.NewFile(uintptr(s.opts.readyFD), "ready")
+}
+
+// ready tells the process waiting for this one, if any, that it is ready.
+func (s *server) ready() {
+	if f := s.readyFile(); f != nil {
+		f.Close()
+	}
+}
+
+// spawn starts this executable in the given role, passing along -name,
+// -lifetime and -state. The new process gets -ignore-sigterm if
+// ignoreSigterm is set, a new session if setsid is set, and this process's
+// stdout and stderr if inherit is set (/dev/null otherwise; its stdin is
+// always /dev/null). If ready is not nil, the new process gets it as a
+// descriptor to close once its state file is written.
+func (s *server) spawn(role string, ignoreSigterm, setsid, inherit bool, ready *os.File) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-role", role, "-name", s.opts.name, "-lifetime", s.opts.lifetime.String()}
+	if s.opts.stateDir != "" {
+		args = append(args, "-state", s.opts.stateDir)
+	}
+	if ignoreSigterm {
+		args = append(args, "-ignore-sigterm")
+	}
+	cmd := exec.Command(exe, args...)
+	if ready != nil {
+		cmd.ExtraFiles = []*os.File{ready}
+		cmd.Args = append(cmd.Args, "-ready-fd", "3")
+	}
+	if inherit {
+		cmd.Stdout = s.stdout
+		cmd.Stderr = s.stderr
+	}
+	if setsid {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// startGrandchild spawns the descendant asked for by -grandchild and waits,
+// for at most 5 seconds, until the sleeper has written its state file.
+// Readiness is signalled by the closing of a pipe whose write end the
+// sleeper (and the daemonizer, if any, until it exits) holds.
+func (s *server) startGrandchild() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	role := roleSleeper
+	if s.opts.grandchild == "daemon" {
+		role = roleDaemonizer
+	}
+	setsid := s.opts.grandchild == "setsid"
+	cmd, err := s.spawn(role, s.opts.grandchildIgnoresSigterm, setsid, s.opts.grandchildHoldsStdout, w)
+	w.Close()
+	if err != nil {
+		return err
+	}
+	// Reap the child when it exits, so that it does not linger as a zombie.
+	go cmd.Wait()
+	if err := r.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return fmt.Errorf("waiting for the sleeper to be ready: %v", err)
+	}
+	return nil
+}

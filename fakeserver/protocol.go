@@ -1,0 +1,404 @@
+//go:build linux || darwin
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// JSON-RPC error codes.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+)
+
+// protocolVersions are the MCP versions the server accepts from a client.
+var protocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+
+// latestVersion is the version the server offers when it does not know the
+// client's.
+const latestVersion = "2025-11-25"
+
+// nullID is the id of a response to a message whose id is unknown.
+var nullID = json.RawMessage("null")
+
+// A message is an incoming JSON-RPC message: a request, a notification or a
+// response. ID is nil if and only if the message has no "id" member.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// response is an outgoing JSON-RPC response.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// rpcError is the error member of a response.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// notification is an outgoing JSON-RPC notification.
+type notification struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+}
+
+// A call is a request being handled in its own goroutine. Its context is
+// cancelled by notifications/cancelled or when handling ends.
+type call struct {
+	s      *server
+	id     json.RawMessage
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// reply answers the call with result, unless it was cancelled.
+func (c *call) reply(result any) {
+	if c.s.finish(c) {
+		c.s.send(response{JSONRPC: "2.0", ID: c.id, Result: result})
+	}
+}
+
+// fail answers the call with an error, unless it was cancelled.
+func (c *call) fail(code int, msg string) {
+	if c.s.finish(c) {
+		c.s.send(response{JSONRPC: "2.0", ID: c.id, Error: &rpcError{code, msg}})
+	}
+}
+
+// track records that the request with the given id is being handled.
+func (s *server) track(id json.RawMessage) *call {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &call{s: s, id: id, ctx: ctx, cancel: cancel}
+	s.mu.Lock()
+	s.inflight[c] = struct{}{}
+	s.mu.Unlock()
+	return c
+}
+
+// finish records that c is being answered. It reports false if c was
+// cancelled, in which case c must not be answered.
+func (s *server) finish(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.inflight[c]; !ok {
+		return false
+	}
+	delete(s.inflight, c)
+	return true
+}
+
+// cancelRequest cancels every request being handled with the given id.
+func (s *server) cancelRequest(id json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.inflight {
+		if bytes.Equal(c.id, id) {
+			delete(s.inflight, c)
+			c.cancel()
+		}
+	}
+}
+
+// send writes v to stdout as one line of JSON.
+func (s *server) send(v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends the line
+		s.logf("fakeserver: cannot encode message: %v", err)
+		return
+	}
+	s.writeStdout(buf.Bytes())
+}
+
+// sendError writes an error response to stdout.
+func (s *server) sendError(id json.RawMessage, code int, msg string) {
+	s.send(response{JSONRPC: "2.0", ID: id, Error: &rpcError{code, msg}})
+}
+
+// serve reads and handles messages from stdin until end of file.
+func (s *server) serve() {
+	r := bufio.NewReaderSize(s.stdin, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			s.handleLine(line)
+		}
+		if err == nil {
+			continue
+		}
+		if err != io.EOF {
+			s.logf("fakeserver: reading stdin: %v", err)
+		}
+		if s.opts.ignoreStdinClose {
+			s.logf("fakeserver: stdin closed; running on")
+			select {} // until a signal or the lifetime ends the process
+		}
+		s.exit(0, "stdin closed")
+	}
+}
+
+// handleLine handles one line read from stdin.
+func (s *server) handleLine(line []byte) {
+	if !json.Valid(line) {
+		s.sendError(nullID, codeParseError, "parse error")
+		return
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		s.sendError(nullID, codeInvalidRequest, "invalid request")
+		return
+	}
+	switch {
+	case m.Result != nil || m.Error != nil:
+		// A response to a request of ours: there are none.
+	case m.ID == nil:
+		s.notified(m)
+	case m.Method == "":
+		s.sendError(compact(m.ID), codeInvalidRequest, "invalid request")
+	default:
+		s.request(compact(m.ID), m)
+	}
+}
+
+// notified handles a notification.
+func (s *server) notified(m message) {
+	if m.Method != "notifications/cancelled" {
+		return
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	decodeParams(m.Params, &p) // keep what could be decoded
+	id := compact(p.RequestID)
+	s.record(event{Event: "cancelled", RequestID: id, Reason: p.Reason})
+	if id != nil {
+		s.cancelRequest(id)
+	}
+}
+
+// toolCall holds the params of tools/call.
+type toolCall struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// request handles a request. Handling is done in a new goroutine, except
+// for initialize and for the decision to crash.
+func (s *server) request(id json.RawMessage, m message) {
+	var tc *toolCall
+	if m.Method == "tools/call" {
+		tc = new(toolCall)
+		if err := decodeParams(m.Params, tc); err != nil {
+			tc = nil
+		}
+	}
+	e := event{Event: "request", Method: m.Method, ID: id}
+	if tc != nil {
+		e.Tool = tc.Name
+	}
+	s.record(e)
+
+	switch m.Method {
+	case "initialize":
+		s.initialize(id, m.Params)
+		return
+	case "tools/call":
+		s.calls++
+		if s.calls == s.opts.crashAfter {
+			s.logf("fakeserver: crashing at tools/call number %d", s.calls)
+			s.exit(5, "crash-after")
+		}
+	}
+	c := s.track(id)
+	go s.handle(c, m, tc)
+}
+
+// handle handles a request other than initialize. tc holds the params of
+// tools/call, or is nil if they could not be decoded.
+func (s *server) handle(c *call, m message, tc *toolCall) {
+	defer c.cancel()
+	switch m.Method {
+	case "ping":
+		c.reply(struct{}{})
+	case "tools/list":
+		s.listTools(c, m.Params)
+	case "tools/call":
+		if tc == nil {
+			c.fail(codeInvalidParams, "invalid params")
+			return
+		}
+		t := s.byName[tc.Name]
+		if t == nil {
+			c.fail(codeInvalidParams, fmt.Sprintf("unknown tool %q", tc.Name))
+			return
+		}
+		t.run(c, tc.Arguments)
+	default:
+		c.fail(codeMethodNotFound, "method not found: "+m.Method)
+	}
+}
+
+// initializeResult is the result of initialize.
+type initializeResult struct {
+	ProtocolVersion string `json:"protocolVersion"`
+	Capabilities    struct {
+		Tools struct {
+			ListChanged bool `json:"listChanged"`
+		} `json:"tools"`
+	} `json:"capabilities"`
+	ServerInfo struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"serverInfo"`
+}
+
+// initialize answers initialize, unless told to crash or hang instead.
+func (s *server) initialize(id, params json.RawMessage) {
+	if s.opts.crashInInitialize {
+		s.logf("fakeserver: crashing in initialize")
+		s.exit(4, "crash-in-initialize")
+	}
+	if s.opts.hangInitialize {
+		s.logf("fakeserver: not answering initialize")
+		return
+	}
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	decodeParams(params, &p) // a bad version is as good as none
+	var r initializeResult
+	switch {
+	case s.opts.protocolVersion != "":
+		r.ProtocolVersion = s.opts.protocolVersion
+	case slices.Contains(protocolVersions, p.ProtocolVersion):
+		r.ProtocolVersion = p.ProtocolVersion
+	default:
+		r.ProtocolVersion = latestVersion
+	}
+	r.Capabilities.Tools.ListChanged = true
+	r.ServerInfo.Name = s.opts.name
+	r.ServerInfo.Version = "1.0.0"
+	s.send(response{JSONRPC: "2.0", ID: id, Result: r})
+}
+
+// toolDescriptor describes a tool in the result of tools/list.
+type toolDescriptor struct {
+	Name        string      `json:"name"`
+	Description string      `json:"description"`
+	InputSchema inputSchema `json:"inputSchema"`
+}
+
+type inputSchema struct {
+	Type       string              `json:"type"`
+	Properties map[string]property `json:"properties"`
+}
+
+// listResult is the result of tools/list.
+type listResult struct {
+	Tools      []toolDescriptor `json:"tools"`
+	NextCursor string           `json:"nextCursor,omitempty"`
+}
+
+// listTools answers tools/list.
+func (s *server) listTools(c *call, params json.RawMessage) {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if err := decodeParams(params, &p); err != nil {
+		c.fail(codeInvalidParams, "invalid params: "+err.Error())
+		return
+	}
+	start := 0
+	if p.Cursor != "" {
+		var ok bool
+		if start, ok = decodeCursor(p.Cursor, len(s.tools)); !ok {
+			c.fail(codeInvalidParams, "invalid cursor")
+			return
+		}
+	}
+	end := len(s.tools)
+	if n := s.opts.pageSize; n > 0 && end-start > n {
+		end = start + n
+	}
+	r := listResult{Tools: []toolDescriptor{}}
+	for _, t := range s.tools[start:end] {
+		r.Tools = append(r.Tools, toolDescriptor{
+			Name:        t.name,
+			Description: t.description,
+			InputSchema: inputSchema{Type: "object", Properties: t.props},
+		})
+	}
+	if end < len(s.tools) {
+		r.NextCursor = encodeCursor(end)
+	}
+	c.reply(r)
+}
+
+const cursorPrefix = "offset:"
+
+// encodeCursor returns the cursor of the page starting at tool offset.
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
+}
+
+// decodeCursor returns the offset a cursor made by encodeCursor stands for,
+// with n tools. It reports false if the cursor could not have been made.
+func decodeCursor(cursor string, n int) (int, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return 0, false
+	}
+	digits, ok := strings.CutPrefix(string(b), cursorPrefix)
+	if !ok {
+		return 0, false
+	}
+	offset, err := strconv.Atoi(digits)
+	if err != nil || strconv.Itoa(offset) != digits || offset <= 0 || offset >= n {
+		return 0, false
+	}
+	return offset, true
+}
+
+// decodeParams decodes the params (or arguments) raw into v. Absent or null
+// params leave v unchanged.
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// compact returns raw without insignificant space, or nil if raw is empty.
+func compact(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,232 @@
+//go:build linux || darwin
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A tool is a tool the server offers.
+type tool struct {
+	name        string // prefix included
+	description string
+	props       map[string]property // properties of the input schema
+	run         func(c *call, args json.RawMessage)
+}
+
+// property is a property of a tool's input schema.
+type property struct {
+	Type        string `json:"type"`
+	Description string `json:"description,omitempty"`
+}
+
+// content is an item of the content of a tool's result.
+type content struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// toolResult is the result of tools/call.
+type toolResult struct {
+	Content []content `json:"content"`
+}
+
+// addTools fills s.tools and s.byName.
+func (s *server) addTools() {
+	add := func(name, description string, props map[string]property, run func(*call, json.RawMessage)) {
+		if props == nil {
+			props = map[string]property{}
+		}
+		t := &tool{name: s.opts.prefix + name, description: description, props: props, run: run}
+		s.tools = append(s.tools, t)
+		s.byName[t.name] = t
+	}
+	integer := func(description string) property { return property{"integer", description} }
+
+	add("echo", "Answers the given text, after an optional delay.", map[string]property{
+		"text":     {"string", "Text to answer."},
+		"delay_ms": integer("Milliseconds to wait before answering."),
+	}, s.echo)
+	add("whoami", `Answers {"name":NAME,"pid":PID} as text.`, nil, s.whoami)
+	add("sleep", `Answers "slept" after the given time, unless cancelled.`, map[string]property{
+		"ms": integer("Milliseconds to sleep."),
+	}, s.sleep)
+	add("hang", "Never answers.", nil, s.hang)
+	add("big", "Answers a text of the given length.", map[string]property{
+		"bytes": integer("Length of the text."),
+	}, s.big)
+	add("stderr", `Writes the given number of bytes to stderr, then answers "done".`, map[string]property{
+		"bytes": integer("Number of bytes to write."),
+	}, s.stderrTool)
+	add("garbage", `Writes the given number of non-JSON lines to stdout, then answers "done".`, map[string]property{
+		"lines": integer("Number of lines to write."),
+	}, s.garbage)
+	add("crash", "Exits at once with the given code, without answering.", map[string]property{
+		"code": integer("Exit code (default 1)."),
+	}, s.crash)
+	add("list_changed", `Sends notifications/tools/list_changed, then answers "sent".`, nil, s.listChanged)
+	for i := range s.opts.extraTools {
+		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
+	}
+}
+
+// replyText answers c with a text result.
+func replyText(c *call, text string) {
+	c.reply(toolResult{Content: []content{{Type: "text", Text: text}}})
+}
+
+// decodeArgs decodes a tool's arguments into v. If that fails, it answers
+// c with an error and reports false.
+func decodeArgs(c *call, args json.RawMessage, v any) bool {
+	if err := decodeParams(args, v); err != nil {
+		c.fail(codeInvalidParams, "invalid arguments: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// nonNegative answers c with an error and reports false if n is negative.
+func nonNegative(c *call, name string, n int) bool {
+	if n < 0 {
+		c.fail(codeInvalidParams, fmt.Sprintf("invalid arguments: %s must not be negative", name))
+		return false
+	}
+	return true
+}
+
+// sleepCtx waits for ms milliseconds. It reports false if ctx is done first.
+func sleepCtx(ctx context.Context, ms int) bool {
+	if ms <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *server) echo(c *call, args json.RawMessage) {
+	var a struct {
+		Text    string `json:"text"`
+		DelayMS int    `json:"delay_ms"`
+	}
+	if !decodeArgs(c, args, &a) || !sleepCtx(c.ctx, a.DelayMS) {
+		return
+	}
+	replyText(c, a.Text)
+}
+
+func (s *server) whoami(c *call, args json.RawMessage) {
+	b, err := json.Marshal(struct {
+		Name string `json:"name"`
+		PID  int    `json:"pid"`
+	}{s.opts.name, s.pid})
+	if err != nil {
+		panic(err) // cannot happen
+	}
+	replyText(c, string(b))
+}
+
+func (s *server) sleep(c *call, args json.RawMessage) {
+	var a struct {
+		MS int `json:"ms"`
+	}
+	if !decodeArgs(c, args, &a) || !sleepCtx(c.ctx, a.MS) {
+		return
+	}
+	replyText(c, "slept")
+}
+
+func (s *server) hang(c *call, args json.RawMessage) {
+	<-c.ctx.Done()
+}
+
+func (s *server) big(c *call, args json.RawMessage) {
+	var a struct {
+		Bytes int `json:"bytes"`
+	}
+	if !decodeArgs(c, args, &a) || !nonNegative(c, "bytes", a.Bytes) {
+		return
+	}
+	b := make([]byte, a.Bytes)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	replyText(c, string(b))
+}
+
+func (s *server) stderrTool(c *call, args json.RawMessage) {
+	var a struct {
+		Bytes int `json:"bytes"`
+	}
+	if !decodeArgs(c, args, &a) || !nonNegative(c, "bytes", a.Bytes) {
+		return
+	}
+	s.writeStderr(logLines("stderr tool line", a.Bytes))
+	replyText(c, "done")
+}
+
+func (s *server) garbage(c *call, args json.RawMessage) {
+	var a struct {
+		Lines int `json:"lines"`
+	}
+	if !decodeArgs(c, args, &a) || !nonNegative(c, "lines", a.Lines) {
+		return
+	}
+	if a.Lines > 0 {
+		var buf bytes.Buffer
+		for i := range a.Lines {
+			fmt.Fprintf(&buf, "this is not json %d\n", i)
+		}
+		s.writeStdout(buf.Bytes())
+	}
+	replyText(c, "done")
+}
+
+func (s *server) crash(c *call, args json.RawMessage) {
+	var a struct {
+		Code *int `json:"code"`
+	}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	code := 1
+	if a.Code != nil {
+		code = *a.Code
+	}
+	s.logf("crashing with code %d", code)
+	s.exit(code, "crash tool")
+}
+
+func (s *server) listChanged(c *call, args json.RawMessage) {
+	s.send(notification{JSONRPC: "2.0", Method: "notifications/tools/list_changed"})
+	replyText(c, "sent")
+}
+
+// logLines returns n bytes of numbered log lines starting with prefix, each
+// at most 100 bytes long, newline included.
+func logLines(prefix string, n int) []byte {
+	const maxLen = 100
+	var buf bytes.Buffer
+	buf.Grow(n)
+	for i := 0; n > 0; i++ {
+		size := min(n, maxLen)
+		line := fmt.Sprintf("%s %d ", prefix, i)
+		if len(line) < size-1 {
+			line += strings.Repeat(".", size-1-len(line))
+		}
+		buf.WriteString(line[:size-1])
+		buf.WriteByte('\n')
+		n -= size
+	}
+	return buf.Bytes()
+}

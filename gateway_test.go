@@ -1,0 +1,518 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testGateway is a gateway with fakeserver backends, served over HTTP by an
+// httptest server.
+type testGateway struct {
+	gw  *Gateway
+	url string
+	dir string // fakeserver state directory
+}
+
+// startGateway runs a gateway for the config JSON, in which every "FAKE"
+// stands for the fakeserver binary and every "STATE" for a state directory.
+// Everything is stopped when the test ends, and the test fails if any
+// process of its backends is left.
+func startGateway(t *testing.T, configJSON string, tweak ...func(*Gateway)) *testGateway {
+	t.Helper()
+	tg := startGatewayNoWait(t, configJSON, tweak...)
+	for _, b := range tg.gw.backends {
+		<-b.firstDone // so that state files and catalogs are there
+	}
+	return tg
+}
+
+// startGatewayNoWait is startGateway without waiting for the backends'
+// first start.
+func startGatewayNoWait(t *testing.T, configJSON string, tweak ...func(*Gateway)) *testGateway {
+	t.Helper()
+	dir := stateDir(t)
+	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
+	configJSON = strings.ReplaceAll(configJSON, "STATE", dir)
+	path := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(path, []byte(configJSON), 0o600)
+	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := NewGateway(cfg, testLogger(t))
+	for _, f := range tweak {
+		f(gw)
+	}
+	gw.Start()
+	h := newHTTPFrontEnd(gw, cfg, true, testLogger(t))
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		h.shutdown()
+		ts.Close()
+		gw.Stop(nil)
+		requireGone(t, dir)
+	})
+	return &testGateway{gw: gw, url: ts.URL + mcpPath, dir: dir}
+}
+
+// client is a minimal Streamable HTTP MCP client for tests.
+type client struct {
+	t   *testing.T
+	url string
+	sid string
+}
+
+// post sends body with the session header (if any) and returns the response
+// and its body.
+func (c *client) post(body string, headers ...string) (*http.Response, []byte) {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.sid != "" {
+		req.Header.Set("Mcp-Session-Id", c.sid)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1] // net/http sends req.Host, not the header
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("POST %s: %v", body, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp, data
+}
+
+// connect opens a session.
+func connect(t *testing.T, url string) *client {
+	t.Helper()
+	c := &client{t: t, url: url}
+	resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	c.sid = resp.Header.Get("Mcp-Session-Id")
+	if c.sid == "" {
+		t.Fatalf("initialize answered no Mcp-Session-Id")
+	}
+	c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c
+}
+
+// request sends a request and returns the decoded answer.
+func (c *client) request(id, method, params string) *wireMsg {
+	c.t.Helper()
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q`, id, method)
+	if params != "" {
+		body += `,"params":` + params
+	}
+	resp, data := c.post(body + "}")
+	if resp.StatusCode != 200 {
+		c.t.Fatalf("%s: HTTP %s: %s", method, resp.Status, data)
+	}
+	var msg wireMsg
+	if err := json.Unmarshal(data, &msg); err != nil {
+		c.t.Fatalf("%s: answer is not JSON: %q", method, data)
+	}
+	return &msg
+}
+
+// callTool calls a tool and returns the answer.
+func (c *client) callTool(id, tool, args string) *wireMsg {
+	c.t.Helper()
+	return c.request(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args))
+}
+
+// toolText returns the text of a tool result's first content item.
+func toolText(t *testing.T, msg *wireMsg) string {
+	t.Helper()
+	if msg.Error != nil {
+		t.Fatalf("tool call failed: %d %s", msg.Error.Code, msg.Error.Message)
+	}
+	var r struct {
+		Content []struct{ Text string }
+	}
+	if err := json.Unmarshal(msg.Result, &r); err != nil || len(r.Content) == 0 {
+		t.Fatalf("tool result %s has no text content", msg.Result)
+	}
+	return r.Content[0].Text
+}
+
+// listToolNames lists every tool through every page.
+func (c *client) listToolNames() []string {
+	c.t.Helper()
+	var names []string
+	params := ""
+	for range 100 {
+		msg := c.request(`"list"`, "tools/list", params)
+		var r struct {
+			Tools      []struct{ Name string }
+			NextCursor string
+		}
+		if msg.Error != nil || json.Unmarshal(msg.Result, &r) != nil {
+			c.t.Fatalf("tools/list = %+v", msg)
+		}
+		for _, tool := range r.Tools {
+			names = append(names, tool.Name)
+		}
+		if r.NextCursor == "" {
+			return names
+		}
+		params = fmt.Sprintf(`{"cursor":%q}`, r.NextCursor)
+	}
+	c.t.Fatal("tools/list never ended")
+	return nil
+}
+
+func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"one": {"command":"FAKE","args":["-state","STATE","-name","one","-prefix","one_","-extra-tools","3","-page-size","2"]},
+		"two": {"command":"FAKE","args":["-state","STATE","-name","two"],"prefix":"two"}
+	}}`, func(g *Gateway) { g.pageSize = 4 })
+	c := connect(t, tg.url)
+
+	got := c.listToolNames()
+	var want []string
+	for _, tool := range []string{"big", "crash", "echo", "garbage", "hang", "list_changed", "sleep", "stderr", "whoami"} {
+		want = append(want, "one_"+tool, "two__"+tool)
+	}
+	want = append(want, "one_tool_000", "one_tool_001", "one_tool_002")
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tools listed (-want +got):\n%s", diff)
+	}
+
+	for _, tc := range []struct{ tool, server string }{
+		{"one_whoami", "one"}, {"two__whoami", "two"}, {"one_tool_002", "one"},
+	} {
+		text := toolText(t, c.callTool("1", tc.tool, `{}`))
+		if !strings.Contains(text, `"name":"`+tc.server+`"`) {
+			t.Errorf("calling %s reached %s, want server %s", tc.tool, text, tc.server)
+		}
+	}
+}
+
+func TestGatewayQualifiesCollidingNamesAndKeepsUniqueOnes(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b","-extra-tools","1"]}
+	}}`)
+	c := connect(t, tg.url)
+	names := c.listToolNames()
+	for _, name := range []string{"a__echo", "b__echo", "tool_000"} {
+		if !slices.Contains(names, name) {
+			t.Errorf("tools/list lacks %q; got %q", name, names)
+		}
+	}
+	if slices.Contains(names, "echo") {
+		t.Errorf("tools/list offers the colliding name \"echo\" itself; got %q", names)
+	}
+	if text := toolText(t, c.callTool("1", "a__whoami", `{}`)); !strings.Contains(text, `"name":"a"`) {
+		t.Errorf("a__whoami reached %s", text)
+	}
+	if msg := c.callTool("2", "echo", `{"text":"x"}`); msg.Error == nil || msg.Error.Code != codeInvalidParams || !strings.Contains(msg.Error.Message, `"echo"`) {
+		t.Errorf("calling the ambiguous name = %+v, want a %d error naming it", msg, codeInvalidParams)
+	}
+}
+
+func TestGatewayAnswersErrorsAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	for _, tc := range []struct {
+		name, method, params string
+		wantCode             int
+	}{
+		{"an unknown tool", "tools/call", `{"name":"nope","arguments":{}}`, codeInvalidParams},
+		{"tools/call without a name", "tools/call", `{"arguments":{}}`, codeInvalidParams},
+		{"a method corral does not implement", "resources/list", ``, codeMethodNotFound},
+		{"a bad cursor", "tools/list", `{"cursor":"***"}`, codeInvalidParams},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := c.request(`"e"`, tc.method, tc.params)
+			if msg.Error == nil || msg.Error.Code != tc.wantCode || string(msg.ID) != `"e"` {
+				t.Errorf("%s %s = %+v, want error %d with id \"e\"", tc.method, tc.params, msg, tc.wantCode)
+			}
+		})
+	}
+	if got := toolText(t, c.callTool("9", "echo", `{"text":"still here"}`)); got != "still here" {
+		t.Errorf("echo after the errors = %q", got)
+	}
+}
+
+func TestThousandConcurrentCallsFromTwentySessionsKeepTheirIDs(t *testing.T) {
+	t.Parallel()
+	const sessions, perSession = 20, 50
+	tg := startGateway(t, `{"maxInFlight":2000,"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	clients := make([]*client, sessions)
+	for i := range clients {
+		clients[i] = connect(t, tg.url)
+	}
+	type failure struct{ s, n int }
+	var mu sync.Mutex
+	var failures []string
+	var wg sync.WaitGroup
+	for s, c := range clients {
+		for n := range perSession {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Every session uses the same IDs, half as numbers and half
+				// as strings of the same digits, some with odd spacing.
+				id := []string{fmt.Sprint(n), fmt.Sprintf(`"%d"`, n), fmt.Sprintf(`"id %d é"`, n), fmt.Sprintf("%d", n+1000)}[n%4]
+				text := fmt.Sprintf("session %d call %d", s, n)
+				delay := rand.IntN(20) // answers come back out of order
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q,"delay_ms":%d}}}`, id, text, delay)
+				resp, data := c.post(body)
+				wantPrefix := `{"jsonrpc":"2.0","id":` + id + `,`
+				var msg wireMsg
+				json.Unmarshal(data, &msg)
+				var r struct{ Content []struct{ Text string } }
+				json.Unmarshal(msg.Result, &r)
+				if resp.StatusCode != 200 || !bytes.HasPrefix(data, []byte(wantPrefix)) || len(r.Content) != 1 || r.Content[0].Text != text {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("session %d call %d (id %s): got %s", s, n, id, truncate(data, 300)))
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d calls came back wrong; first: %s", len(failures), sessions*perSession, failures[0])
+	}
+	// One child served them all.
+	if procs := fakeProcesses(t, tg.dir); len(procs) != 1 {
+		t.Errorf("%d server processes ran, want 1 shared by every session", len(procs))
+	}
+}
+
+func TestTimeoutFailsTheCallAndCancelsItOnTheServer(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"requestTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	msg := c.callTool(`"h"`, "hang", `{}`)
+	if msg.Error == nil || msg.Error.Code != codeTimeout || !strings.Contains(msg.Error.Message, "requestTimeout") || !strings.Contains(msg.Error.Message, `"a"`) {
+		t.Fatalf("hanging call = %+v, want a %d error naming the server and requestTimeout", msg, codeTimeout)
+	}
+	if got := toolText(t, c.callTool("2", "echo", `{"text":"after"}`)); got != "after" {
+		t.Errorf("call after the timeout = %q, want \"after\"", got)
+	}
+	server := fakeProcesses(t, tg.dir)[0].PID
+	var hangID json.RawMessage
+	waitFor(t, 5*time.Second, "the server to record the cancellation", func() bool {
+		for _, e := range fakeEvents(t, tg.dir, server) {
+			if e.Event == "request" && e.Tool == "hang" {
+				hangID = e.ID
+			}
+			if e.Event == "cancelled" && hangID != nil && string(e.RequestID) == string(hangID) {
+				return true
+			}
+		}
+		return false
+	})
+	if string(hangID) == `"h"` {
+		t.Errorf("the server saw the client's own ID %s; corral must number requests itself", hangID)
+	}
+}
+
+func TestCrashFailsEveryPendingCallWithTheExitStatus(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	server := fakeProcesses(t, tg.dir)[0].PID
+	const n = 50
+	answers := make(chan *wireMsg, n)
+	for i := range n {
+		go func() { answers <- c.callTool(fmt.Sprint(i), "sleep", `{"ms":600000}`) }()
+	}
+	waitFor(t, 10*time.Second, "the server to receive every call", func() bool {
+		count := 0
+		for _, e := range fakeEvents(t, tg.dir, server) {
+			if e.Tool == "sleep" {
+				count++
+			}
+		}
+		return count == n
+	})
+	crash := c.callTool(`"crash"`, "crash", `{"code":9}`)
+	for _, msg := range append([]*wireMsg{crash}, collect(answers, n)...) {
+		// Failing at the 60 s timeout would say "requestTimeout" instead.
+		if msg.Error == nil || msg.Error.Code != codeUnavailable || !strings.Contains(msg.Error.Message, "exit status 9") {
+			t.Fatalf("call pending at the crash = %+v, want a %d error with the exit status", msg, codeUnavailable)
+		}
+	}
+	// The server stays down (restarts are not built yet), with a clear error.
+	msg := c.callTool(`"after"`, "echo", `{"text":"x"}`)
+	if msg.Error == nil || !strings.Contains(msg.Error.Message, `server "a" is failed`) || !strings.Contains(msg.Error.Message, "crashing with code 9") {
+		t.Errorf("call after the crash = %+v, want an error naming the server, its state and its last stderr line", msg)
+	}
+}
+
+func collect(c <-chan *wireMsg, n int) []*wireMsg {
+	var all []*wireMsg
+	for range n {
+		all = append(all, <-c)
+	}
+	return all
+}
+
+func TestLargeMessagesPassIntact(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	for _, size := range []int{1 << 20, 16 << 20} {
+		text := toolText(t, c.callTool("1", "big", fmt.Sprintf(`{"bytes":%d}`, size)))
+		if len(text) != size {
+			t.Fatalf("big answer of %d bytes arrived with %d", size, len(text))
+		}
+		for i := range len(text) {
+			if text[i] != byte('a'+i%26) {
+				t.Fatalf("big answer of %d bytes differs at byte %d", size, i)
+			}
+		}
+	}
+	req := strings.Repeat("0123456789", 1<<20/10)
+	if got := toolText(t, c.callTool("2", "echo", fmt.Sprintf(`{"text":%q}`, req))); got != req {
+		t.Fatalf("1 MiB request came back with %d bytes", len(got))
+	}
+}
+
+func TestAnswerOverTheLineLimitFailsOnlyThatCall(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxLineBytes":65536,"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	msg := c.callTool("1", "big", `{"bytes":100000}`)
+	if msg.Error == nil || !strings.Contains(msg.Error.Message, "maxLineBytes") || !strings.Contains(msg.Error.Message, `"a"`) {
+		t.Fatalf("answer over the limit = %+v, want an error naming the server and maxLineBytes", msg)
+	}
+	if got := toolText(t, c.callTool("2", "echo", `{"text":"fine"}`)); got != "fine" {
+		t.Errorf("next call = %q, want the server still serving", got)
+	}
+}
+
+func TestNoisyServersKeepServing(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	if got := toolText(t, c.callTool("1", "stderr", fmt.Sprintf(`{"bytes":%d}`, 10<<20))); got != "done" {
+		t.Errorf("after 10 MiB of stderr the call answered %q", got)
+	}
+	if got := toolText(t, c.callTool("2", "garbage", `{"lines":20}`)); got != "done" {
+		t.Errorf("after garbage on stdout the call answered %q", got)
+	}
+	if got := toolText(t, c.callTool("3", "echo", `{"text":"ok"}`)); got != "ok" {
+		t.Errorf("next call answered %q", got)
+	}
+}
+
+func TestHTTPRejectsBadRequestsAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxRequestBytes":1024,"allowedOrigins":["https://app.example"],"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	noSession := &client{t: t, url: tg.url}
+	unknown := &client{t: t, url: tg.url, sid: "0123456789abcdef0123456789abcdef"}
+	for _, tc := range []struct {
+		name       string
+		c          *client
+		body       string
+		headers    []string
+		wantStatus int
+		wantCode   int // in the JSON-RPC error body; 0 for none
+	}{
+		{"malformed JSON", c, `{"jsonrpc":`, nil, 400, codeParseError},
+		{"a batch", c, `[` + ping + `]`, nil, 400, codeInvalidRequest},
+		{"a message without jsonrpc 2.0", c, `{"id":1,"method":"ping"}`, nil, 400, codeInvalidRequest},
+		{"a null id", c, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, nil, 400, codeInvalidRequest},
+		{"a foreign Origin", c, ping, []string{"Origin", "https://evil.example"}, 403, codeInvalidRequest},
+		{"a rebinding Host", c, ping, []string{"Host", "evil.example:80"}, 403, codeInvalidRequest},
+		{"an oversized body", c, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("x", 2048) + `"}}`, nil, 413, codeInvalidRequest},
+		{"no session", noSession, ping, nil, 400, codeInvalidRequest},
+		{"an unknown session", unknown, ping, nil, 404, codeInvalidRequest},
+		{"an unsupported protocol version", c, ping, []string{"MCP-Protocol-Version", "1999-01-01"}, 400, codeInvalidRequest},
+		{"an allowed Origin", c, ping, []string{"Origin", "https://app.example"}, 200, 0},
+		{"a loopback Origin", c, ping, []string{"Origin", "http://localhost:6274"}, 200, 0},
+		{"a notification", c, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil, 202, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tc.c.post(tc.body, tc.headers...)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status = %s (%s), want %d", resp.Status, body, tc.wantStatus)
+			}
+			if tc.wantCode != 0 {
+				var msg wireMsg
+				if json.Unmarshal(body, &msg) != nil || msg.Error == nil || msg.Error.Code != tc.wantCode {
+					t.Errorf("body = %s, want a JSON-RPC error %d", body, tc.wantCode)
+				}
+			}
+		})
+	}
+	if got := toolText(t, c.callTool("1", "echo", `{"text":"ok"}`)); got != "ok" {
+		t.Errorf("after the bad requests a call answered %q", got)
+	}
+	// DELETE ends the session; the session ID is then unknown.
+	req, _ := http.NewRequest("DELETE", tg.url, nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE = %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	if resp, _ := c.post(ping); resp.StatusCode != 404 {
+		t.Errorf("request on an ended session = %s, want 404", resp.Status)
+	}
+}
+
+func TestListChangedReachesTheSessionStream(t *testing.T) {
+	t.Parallel()
+	// The server starts only after the session has opened its stream: its
+	// tools joining the catalog must be announced.
+	release := filepath.Join(t.TempDir(), "release")
+	tg := startGatewayNoWait(t, `{"mcpServers":{"late": {"command":"/bin/sh","args":["-c","while [ ! -e `+release+` ]; do sleep 0.01; done; exec FAKE -state STATE"]}}}`)
+	c := connect(t, tg.url)
+	req, _ := http.NewRequest("GET", tg.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET stream = %v, %v", resp, err)
+	}
+	defer resp.Body.Close()
+	os.WriteFile(release, nil, 0o600)
+	buf := make([]byte, 4096)
+	var got []byte
+	for !bytes.Contains(got, []byte("\n\n")) {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("stream ended with %v after %q", err, got)
+		}
+	}
+	if !bytes.Contains(got, []byte(`"method":"notifications/tools/list_changed"`)) {
+		t.Errorf("stream carried %q, want notifications/tools/list_changed", got)
+	}
+}

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// pipeServer plays the server end of a mux over in-memory pipes.
+type pipeServer struct {
+	in  *bufio.Reader  // what the mux writes to the server's stdin
+	out *io.PipeWriter // what the mux reads as the server's stdout
+}
+
+// newTestMux returns a running mux and the server end of its pipes. The mux
+// and its goroutines are stopped when the test ends.
+func newTestMux(t *testing.T, maxInFlight, maxLine int) (*mux, *pipeServer) {
+	t.Helper()
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	m := newMux("test", maxInFlight, slog.New(slog.DiscardHandler), nil)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); m.writeLoop(stdinW) }()
+	go func() { defer wg.Done(); m.readLoop(stdoutR, maxLine) }()
+	t.Cleanup(func() {
+		m.close(errors.New("test over"))
+		stdoutW.Close()
+		stdinR.Close()
+		wg.Wait()
+	})
+	return m, &pipeServer{in: bufio.NewReader(stdinR), out: stdoutW}
+}
+
+// read returns the next message the mux sent.
+func (s *pipeServer) read(t *testing.T) *wireMsg {
+	t.Helper()
+	line, err := s.in.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading what the mux sent: %v", err)
+	}
+	var msg wireMsg
+	if err := json.Unmarshal(line, &msg); err != nil {
+		t.Fatalf("the mux sent a line that is not JSON: %q: %v", line, err)
+	}
+	return &msg
+}
+
+func (s *pipeServer) write(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(s.out, line+"\n"); err != nil {
+		t.Fatalf("writing to the mux: %v", err)
+	}
+}
+
+type callResult struct {
+	msg *wireMsg
+	err error
+}
+
+// goCall starts a call and returns where its result will arrive.
+func goCall(ctx context.Context, m *mux, method, params string) <-chan callResult {
+	c := make(chan callResult, 1)
+	go func() {
+		msg, err := m.Call(ctx, method, json.RawMessage(params))
+		c <- callResult{msg, err}
+	}()
+	return c
+}
+
+func TestMuxReturnsEachAnswerToItsCallerWhenAnsweredInReverseOrder(t *testing.T) {
+	const n = 1000
+	m, srv := newTestMux(t, n, 1<<20)
+	results := make([]<-chan callResult, n)
+	for i := range n {
+		results[i] = goCall(t.Context(), m, "tools/call", fmt.Sprintf(`{"n":%d}`, i))
+	}
+	type req struct {
+		id string
+		n  int
+	}
+	var reqs []req
+	seen := map[string]bool{}
+	for range n {
+		msg := srv.read(t)
+		var p struct{ N int }
+		json.Unmarshal(msg.Params, &p)
+		if seen[string(msg.ID)] {
+			t.Fatalf("the mux sent ID %s twice", msg.ID)
+		}
+		seen[string(msg.ID)] = true
+		reqs = append(reqs, req{string(msg.ID), p.N})
+	}
+	for i := len(reqs) - 1; i >= 0; i-- {
+		srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"n":%d}}`, reqs[i].id, reqs[i].n))
+	}
+	for i, c := range results {
+		r := <-c
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		if want := fmt.Sprintf(`{"n":%d}`, i); string(r.msg.Result) != want {
+			t.Fatalf("call %d got result %s, want %s", i, r.msg.Result, want)
+		}
+	}
+}
+
+func TestMuxCancelledCallSendsCancellationAndDropsTheLateAnswer(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	ctx, cancel := context.WithCancel(t.Context())
+	first := goCall(ctx, m, "tools/call", `{"name":"hang"}`)
+	req := srv.read(t)
+	cancel()
+	if r := <-first; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled call returned %v, %v; want context.Canceled", r.msg, r.err)
+	}
+	note := srv.read(t)
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	json.Unmarshal(note.Params, &p)
+	if note.Method != "notifications/cancelled" || string(p.RequestID) != string(req.ID) {
+		t.Fatalf("after cancelling, the server got %s %s, want notifications/cancelled for request %s", note.Method, note.Params, req.ID)
+	}
+
+	// The late answer must not reach the next caller.
+	second := goCall(t.Context(), m, "tools/call", `{"name":"echo"}`)
+	req2 := srv.read(t)
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":"late"}`, req.ID))
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":"second"}`, req2.ID))
+	if r := <-second; r.err != nil || string(r.msg.Result) != `"second"` {
+		t.Fatalf("second call = %v, %v; want result \"second\"", r.msg, r.err)
+	}
+}
+
+func TestMuxNeverCancelsInitialize(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	ctx, cancel := context.WithCancel(t.Context())
+	init := goCall(ctx, m, "initialize", `{}`)
+	srv.read(t)
+	cancel()
+	<-init
+	// The next thing the server reads must be the ping, not a cancellation.
+	ping := goCall(t.Context(), m, "ping", ``)
+	if msg := srv.read(t); msg.Method != "ping" {
+		t.Fatalf("after giving up on initialize the mux sent %s, want nothing before the ping", msg.Method)
+	}
+	m.close(errors.New("done"))
+	<-ping
+}
+
+func TestMuxFailsEveryPendingCallAtOnceWhenClosed(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	var calls []<-chan callResult
+	for range 3 {
+		calls = append(calls, goCall(t.Context(), m, "tools/call", `{}`))
+		srv.read(t)
+	}
+	exited := unavailable(`server "test" exited (exit status 3)`)
+	m.close(exited)
+	for i, c := range calls {
+		if r := <-c; r.err != exited {
+			t.Errorf("pending call %d returned %v, want %v", i, r.err, exited)
+		}
+	}
+	if _, err := m.Call(t.Context(), "tools/call", nil); err != exited {
+		t.Errorf("call after close returned %v, want %v", err, exited)
+	}
+}
+
+func TestMuxRefusesCallsPastItsInFlightLimit(t *testing.T) {
+	m, srv := newTestMux(t, 2, 1<<20)
+	a := goCall(t.Context(), m, "tools/call", `{}`)
+	reqA := srv.read(t)
+	b := goCall(t.Context(), m, "tools/call", `{}`)
+	srv.read(t)
+
+	_, err := m.Call(t.Context(), "tools/call", nil)
+	var we *wireError
+	if !errors.As(err, &we) || we.Code != codeUnavailable || !strings.Contains(we.Message, "maxInFlight") {
+		t.Fatalf("third call past the limit of 2 returned %v, want a %d error naming maxInFlight", err, codeUnavailable)
+	}
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqA.ID))
+	if r := <-a; r.err != nil {
+		t.Fatal(r.err)
+	}
+	c := goCall(t.Context(), m, "tools/call", `{}`)
+	reqC := srv.read(t)
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqC.ID))
+	if r := <-c; r.err != nil {
+		t.Fatalf("call after a slot freed up: %v", r.err)
+	}
+	m.close(errors.New("done"))
+	<-b
+}
+
+func TestMuxSkipsLinesThatAreNotJSONRPC(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	c := goCall(t.Context(), m, "tools/call", `{}`)
+	req := srv.read(t)
+	srv.write(t, "npm WARN this is not json")
+	srv.write(t, `{"jsonrpc":"2.0"}`)
+	srv.write(t, "")
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, req.ID))
+	if r := <-c; r.err != nil || string(r.msg.Result) != `{"ok":true}` {
+		t.Fatalf("call after garbage lines = %v, %v; want its answer", r.msg, r.err)
+	}
+}
+
+func TestMuxFailsOnlyTheRequestThatATooLongLineAnswers(t *testing.T) {
+	big := strings.Repeat("x", 4096)
+	for _, tc := range []struct {
+		name   string
+		answer string // %s is the ID
+	}{
+		{"id before the result", `{"jsonrpc":"2.0","id":%s,"result":{"text":"` + big + `"}}`},
+		{"id after the result", `{"jsonrpc":"2.0","result":{"text":"` + big + `","id":999},"id":%s}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, srv := newTestMux(t, 8, 1024)
+			a := goCall(t.Context(), m, "tools/call", `{}`)
+			reqA := srv.read(t)
+			b := goCall(t.Context(), m, "tools/call", `{}`)
+			reqB := srv.read(t)
+			srv.write(t, fmt.Sprintf(tc.answer, reqA.ID))
+			srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqB.ID))
+			ra := <-a
+			if ra.err != nil || ra.msg.Error == nil || !strings.Contains(ra.msg.Error.Message, "maxLineBytes") {
+				t.Errorf("call answered by a line over the limit = %+v, %v; want an error answer naming maxLineBytes", ra.msg, ra.err)
+			}
+			if rb := <-b; rb.err != nil || string(rb.msg.Result) != `{}` {
+				t.Errorf("the other call = %v, %v; want its answer", rb.msg, rb.err)
+			}
+		})
+	}
+}
+
+func TestMuxAnswersPingFromTheServer(t *testing.T) {
+	_, srv := newTestMux(t, 8, 1<<20)
+	srv.write(t, `{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
+	if got := srv.read(t); string(got.ID) != `"p1"` || string(got.Result) != `{}` {
+		t.Fatalf("answer to the server's ping = %+v, want id \"p1\" and result {}", got)
+	}
+	srv.write(t, `{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}`)
+	if got := srv.read(t); string(got.ID) != `7` || got.Error == nil || got.Error.Code != codeMethodNotFound {
+		t.Fatalf("answer to the server's sampling request = %+v, want a %d error", got, codeMethodNotFound)
+	}
+}
+
+func TestMuxSendsParamsWithNewlinesOnOneLine(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	c := goCall(t.Context(), m, "tools/call", "{\n  \"name\": \"echo\",\n  \"arguments\": {\"text\": \"a\\nb\"}\n}")
+	req := srv.read(t) // read fails the test if the request spans lines
+	if want := `{"name":"echo","arguments":{"text":"a\nb"}}`; string(req.Params) != want {
+		t.Fatalf("params sent = %s, want %s", req.Params, want)
+	}
+	m.close(errors.New("done"))
+	<-c
+}
+
+func TestIDScannerFindsTheTopLevelID(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+	}{
+		{`{"jsonrpc":"2.0","id":42,"result":{}}`, `42`},
+		{`{"result":{"id":1,"x":[{"id":2}]},"id":-7}`, `-7`},
+		{`{"id" : "a\"b,}" ,"result":1}`, `"a\"b,}"`},
+		{`{"result":"the key \"id\": 5 in a string","id":9}`, `9`},
+		{`{"method":"x"}`, ``},
+		{`{"result":{"id":1}}`, ``},
+		{`{"data":"id","id":3}`, `3`},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			// Feed it a byte at a time: pieces may split anywhere.
+			var s idScanner
+			for i := range len(tc.line) {
+				s.feed([]byte{tc.line[i]})
+			}
+			if got := string(s.id()); got != tc.want {
+				t.Errorf("idScanner on %s = %q, want %q", tc.line, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLineReaderHonoursItsMaximum(t *testing.T) {
+	long := strings.Repeat("y", 100<<10) // longer than the reader's buffer
+	input := "short\r\n" + long + "\n" + `{"id":5,"x":"` + long + `"}` + "\nlast"
+	lr := newLineReader(strings.NewReader(input), len(long))
+	var got []string
+	for {
+		line, err := lr.next()
+		var tooLong *lineTooLongError
+		if errors.As(err, &tooLong) {
+			got = append(got, "too long, id "+string(tooLong.id))
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d bytes", len(line)))
+	}
+	want := []string{"5 bytes", fmt.Sprintf("%d bytes", len(long)), "too long, id 5", "4 bytes"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("lines read = %q, want %q", got, want)
+	}
+}
