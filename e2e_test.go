@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// corralProc is the corral binary running under a test.
+type corralProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	dir    string // fakeserver state directory
+	url    string // the MCP endpoint, once known (HTTP mode)
+
+	mu     sync.Mutex
+	log    []string
+	logged chan struct{} // closed and replaced at every new log line
+	exited chan struct{}
+	err    error // from Wait; set before exited is closed
+}
+
+// startCorral writes the config (FAKE and STATE replaced as in startGateway)
+// and runs corral with it and the extra arguments. corral is killed, if
+// still running, when the test ends, and the test fails if any process of
+// its backends is left.
+func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
+	t.Helper()
+	dir := stateDir(t)
+	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
+	configJSON = strings.ReplaceAll(configJSON, "STATE", dir)
+	path := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(path, []byte(configJSON), 0o600)
+	cmd := exec.Command(corralBin, append([]string{"-config", path}, args...)...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &corralProc{t: t, cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), dir: dir,
+		logged: make(chan struct{}), exited: make(chan struct{})}
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.log = append(c.log, sc.Text())
+			close(c.logged)
+			c.logged = make(chan struct{})
+			c.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-logDone // Wait must not close the pipe under the reader
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-c.exited
+		if t.Failed() {
+			c.mu.Lock()
+			t.Logf("corral's log:\n%s", strings.Join(c.log, "\n"))
+			c.mu.Unlock()
+		}
+		requireGone(t, dir)
+	})
+	return c
+}
+
+// waitLog waits until a log line matches re and returns its submatches.
+func (c *corralProc) waitLog(re string) []string {
+	c.t.Helper()
+	rx := regexp.MustCompile(re)
+	timeout := time.After(30 * time.Second)
+	for i := 0; ; {
+		c.mu.Lock()
+		lines, logged := c.log[i:], c.logged
+		c.mu.Unlock()
+		for _, line := range lines {
+			i++
+			if m := rx.FindStringSubmatch(line); m != nil {
+				return m
+			}
+		}
+		select {
+		case <-logged:
+		case <-c.exited:
+			c.t.Fatalf("corral exited (%v) before logging %q", c.err, re)
+		case <-timeout:
+			c.t.Fatalf("corral did not log %q within 30s", re)
+		}
+	}
+}
+
+// waitHTTP waits until corral serves HTTP and every backend is ready.
+func (c *corralProc) waitHTTP(servers int) {
+	c.t.Helper()
+	c.url = c.waitLog(`serving MCP over Streamable HTTP.* url=(\S+)`)[1]
+	for range servers {
+		c.waitLog(`msg=state .*to=ready`)
+	}
+}
+
+// waitExit waits, at most d, for corral to exit and returns its exit code.
+func (c *corralProc) waitExit(d time.Duration) int {
+	c.t.Helper()
+	select {
+	case <-c.exited:
+	case <-time.After(d):
+		c.t.Fatalf("corral did not exit within %s", d)
+	}
+	if c.err == nil {
+		return 0
+	}
+	if ee, ok := c.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	c.t.Fatal(c.err)
+	return -1
+}
+
+func TestSIGTERMLetsCallsFinishAndLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"listen":"127.0.0.1:0","stopGrace":"200ms","killGrace":"300ms","shutdownTimeout":"5s","mcpServers":{
+		"stubborn": {"command":"FAKE","args":["-state","STATE","-ignore-stdin-close","-ignore-sigterm","-grandchild","group","-grandchild-ignores-sigterm"]},
+		"plain": {"command":"FAKE","args":["-state","STATE","-prefix","p_"]}
+	}}`)
+	c.waitHTTP(2)
+	cl := connect(t, c.url)
+	inFlight := make(chan *wireMsg, 1)
+	go func() { inFlight <- cl.callTool("1", "p_sleep", `{"ms":500}`) }()
+	waitFor(t, 10*time.Second, "the call to reach the server", func() bool {
+		for _, s := range fakeProcesses(t, c.dir) {
+			for _, e := range fakeEvents(t, c.dir, s.PID) {
+				if e.Tool == "p_sleep" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if got := toolText(t, <-inFlight); got != "slept" {
+		t.Errorf("call in flight at SIGTERM answered %q, want it to finish", got)
+	}
+	// The documented bound: shutdownTimeout + stopGrace + killGrace, plus slack
+	// for a loaded machine.
+	if code := c.waitExit(5*time.Second + 500*time.Millisecond + 10*time.Second); code != 0 {
+		t.Errorf("corral exited with %d, want 0", code)
+	}
+	t.Logf("corral exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	requireGone(t, c.dir)
+}
+
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	// Waits far longer than the test allows: only the second signal ends them.
+	c := startCorral(t, `{"listen":"127.0.0.1:0","stopGrace":"1h","killGrace":"1h","mcpServers":{
+		"stubborn": {"command":"FAKE","args":["-state","STATE","-ignore-stdin-close","-ignore-sigterm"]}
+	}}`)
+	c.waitHTTP(1)
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.waitLog(`shutting down`)
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d, want 0", code)
+	}
+	requireGone(t, c.dir)
+}
+
+func TestStdioFrontEndServesOneSessionAndExitsWhenStdinCloses(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a","-prefix","a_"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b","-prefix","b_"]}
+	}}`, "-stdio")
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if line := string(readLine(t, c.stdout)); !strings.Contains(line, `"protocolVersion":"2024-11-05"`) || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize answered %s", line)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// Two calls at once; the slower one was sent first.
+	send(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"a_echo","arguments":{"text":"slow","delay_ms":300}}}`)
+	send(`{"jsonrpc":"2.0","id":"fast","method":"tools/call","params":{"name":"b_whoami","arguments":{}}}`)
+	send(`not json`)
+	// Answers, with list_changed notifications in between as the servers'
+	// tools join the catalog.
+	var got []string
+	for len(got) < 3 {
+		if line := string(readLine(t, c.stdout)); !strings.Contains(line, "notifications/tools/list_changed") {
+			got = append(got, line)
+		}
+	}
+	if !strings.Contains(got[0], `"id":null`) || !strings.Contains(got[0], fmt.Sprint(codeParseError)) {
+		t.Errorf("first line = %s, want the parse error for the bad line", got[0])
+	}
+	if !strings.Contains(got[1], `"id":"fast"`) || !strings.Contains(got[1], `\"name\":\"b\"`) {
+		t.Errorf("second line = %s, want the fast call's answer from b", got[1])
+	}
+	if !strings.Contains(got[2], `"id":"slow"`) || !strings.Contains(got[2], `"text":"slow"`) {
+		t.Errorf("third line = %s, want the slow call's answer", got[2])
+	}
+	c.stdin.Close()
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d after stdin closed, want 0", code)
+	}
+	requireGone(t, c.dir)
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() }) // parallel subtests run after this function returns
+	for _, tc := range []struct {
+		name     string
+		config   string
+		args     []string
+		wantCode int
+		wantLog  string
+	}{
+		{"a JSON syntax error is a config error", `{"mcpServers": {"a": {"command": "x",}}}`, nil, 2, `config.json:1:`},
+		{"a misspelt field is a config error", `{"mcpServers": {"a": {"comand": "x"}}}`, nil, 2, `did you mean "command"`},
+		{"a taken port cannot be served", `{"listen":"` + busy.Addr().String() + `","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, nil, 1, "address already in use"},
+		{"an unknown flag is a usage error", `{}`, []string{"-nope"}, 2, "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := startCorral(t, tc.config, tc.args...)
+			if code := c.waitExit(20 * time.Second); code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d", code, tc.wantCode)
+			}
+			c.mu.Lock()
+			log := strings.Join(c.log, "\n")
+			c.mu.Unlock()
+			if !strings.Contains(log, tc.wantLog) {
+				t.Errorf("stderr = %q, want it to contain %q", log, tc.wantLog)
+			}
+			if procs := fakeProcesses(t, c.dir); len(procs) != 0 {
+				t.Errorf("%d servers were started; want none when corral cannot serve", len(procs))
+			}
+		})
+	}
+}
