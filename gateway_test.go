@@ -31,7 +31,7 @@ type testGateway struct {
 // stands for the fakeserver binary and every "STATE" for a state directory.
 // Everything is stopped when the test ends, and the test fails if any
 // process of its backends is left.
-func startGateway(t *testing.T, configJSON string, tweak ...func(*Gateway)) *testGateway {
+func startGateway(t testing.TB, configJSON string, tweak ...func(*Gateway)) *testGateway {
 	t.Helper()
 	tg := startGatewayNoWait(t, configJSON, tweak...)
 	for _, b := range tg.gw.backends {
@@ -42,7 +42,7 @@ func startGateway(t *testing.T, configJSON string, tweak ...func(*Gateway)) *tes
 
 // startGatewayNoWait is startGateway without waiting for the backends'
 // first start.
-func startGatewayNoWait(t *testing.T, configJSON string, tweak ...func(*Gateway)) *testGateway {
+func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)) *testGateway {
 	t.Helper()
 	dir := stateDir(t)
 	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
@@ -71,7 +71,7 @@ func startGatewayNoWait(t *testing.T, configJSON string, tweak ...func(*Gateway)
 
 // client is a minimal Streamable HTTP MCP client for tests.
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	sid string
 }
@@ -105,7 +105,7 @@ func (c *client) post(body string, headers ...string) (*http.Response, []byte) {
 }
 
 // connect opens a session.
-func connect(t *testing.T, url string) *client {
+func connect(t testing.TB, url string) *client {
 	t.Helper()
 	c := &client{t: t, url: url}
 	resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
@@ -145,7 +145,7 @@ func (c *client) callTool(id, tool, args string) *wireMsg {
 }
 
 // toolText returns the text of a tool result's first content item.
-func toolText(t *testing.T, msg *wireMsg) string {
+func toolText(t testing.TB, msg *wireMsg) string {
 	t.Helper()
 	if msg.Error != nil {
 		t.Fatalf("tool call failed: %d %s", msg.Error.Code, msg.Error.Message)

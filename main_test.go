@@ -45,11 +45,11 @@ func TestMain(m *testing.M) {
 }
 
 // testLogger returns a logger that writes into the test's log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Helper()
@@ -162,7 +162,7 @@ func liveMarked(marker string) []int {
 // fakeserver started with -state dir) is alive or a zombie. Processes that
 // are not corral's children (re-parented grandchildren) are reaped by
 // someone else, so this waits a little for them, by polling /proc.
-func requireGone(t *testing.T, dir string) {
+func requireGone(t testing.TB, dir string) {
 	t.Helper()
 	var left []int
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -182,7 +182,7 @@ func requireGone(t *testing.T, dir string) {
 
 // stateDir returns a fresh state directory whose processes are all killed
 // when the test ends, whatever happened.
-func stateDir(t *testing.T) string {
+func stateDir(t testing.TB) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("process tests read /proc, which only Linux has")
@@ -198,7 +198,7 @@ func stateDir(t *testing.T) string {
 
 // waitFor polls cond, which reads state that changes without a signal to wait
 // on (files written by other processes), until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); !cond(); {
 		if time.Now().After(deadline) {
@@ -209,7 +209,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // readLine reads one line from r or fails the test.
-func readLine(t *testing.T, r *bufio.Reader) []byte {
+func readLine(t testing.TB, r *bufio.Reader) []byte {
 	t.Helper()
 	line, err := r.ReadBytes('\n')
 	if err != nil {

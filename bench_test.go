@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The benchmarks below make the same tools/call (fakeserver's echo) at
+// concurrency 1, directly over the server's stdio pipes and through corral
+// over HTTP, so that corral's own cost is their difference:
+//
+//	go test -run '^$' -bench 'ToolsCall' -count 10 . | benchstat -
+
+const benchCall = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+
+func BenchmarkToolsCallDirectStdio(b *testing.B) {
+	dir := stateDir(b)
+	p, err := startProcess(processSpec{name: "fake", command: fakeserverBin, args: fakeArgs(dir),
+		stopGrace: time.Second, killGrace: time.Second, pipeDrain: time.Second, log: testLogger(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Stop(nil)
+	r := bufio.NewReader(p.stdout)
+	io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`+"\n")
+	readLine(b, r)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		fmt.Fprintf(p.stdin, benchCall+"\n", i)
+		if line := readLine(b, r); !strings.Contains(string(line), "hello") {
+			b.Fatalf("answer %s", line)
+		}
+	}
+}
+
+func BenchmarkToolsCallThroughCorralHTTP(b *testing.B) {
+	tg := startGateway(b, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(b, tg.url)
+	hc := &http.Client{}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		req, _ := http.NewRequest("POST", tg.url, strings.NewReader(fmt.Sprintf(benchCall, i)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "hello") {
+			b.Fatalf("answer %s", body)
+		}
+	}
+}
+
+// BenchmarkHTTPFloor is a plain net/http handler answering a canned result:
+// the cost of the HTTP round trip alone, with no gateway and no server.
+func BenchmarkHTTPFloor(b *testing.B) {
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}))
+	defer ts.Close()
+	hc := &http.Client{}
+	for i := 0; b.Loop(); i++ {
+		resp, err := hc.Post(ts.URL, "application/json", strings.NewReader(fmt.Sprintf(benchCall, i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+}
