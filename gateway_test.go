@@ -516,3 +516,23 @@ func TestListChangedReachesTheSessionStream(t *testing.T) {
 		t.Errorf("stream carried %q, want notifications/tools/list_changed", got)
 	}
 }
+
+func TestRequestsWaitForServersStillInTheirFirstStart(t *testing.T) {
+	t.Parallel()
+	// The server cannot start until the test releases it, after the client's
+	// requests are sent: they must wait and then see its tools.
+	release := filepath.Join(t.TempDir(), "release")
+	tg := startGatewayNoWait(t, `{"mcpServers":{"late": {"command":"/bin/sh","args":["-c","while [ ! -e `+release+` ]; do sleep 0.01; done; exec FAKE -state STATE -prefix late_"]}}}`)
+	c := connect(t, tg.url)
+	names := make(chan []string, 1)
+	call := make(chan *wireMsg, 1)
+	go func() { names <- c.listToolNames() }()
+	go func() { call <- c.callTool("1", "late_echo", `{"text":"waited"}`) }()
+	os.WriteFile(release, nil, 0o600)
+	if got := <-names; !slices.Contains(got, "late_echo") {
+		t.Errorf("tools/list sent while the server was starting = %q, want its tools", got)
+	}
+	if got := toolText(t, <-call); got != "waited" {
+		t.Errorf("tools/call sent while the server was starting = %q, want its answer", got)
+	}
+}

@@ -52,6 +52,7 @@ type backend struct {
 	lastErr   string
 	readyAt   time.Time
 	firstDone chan struct{} // closed when the first start has succeeded or failed
+	firstOnce sync.Once
 
 	hurry chan struct{} // closed to make a stop skip its waits
 	wg    sync.WaitGroup
@@ -378,18 +379,16 @@ func (b *backend) setState(s backendState, why string) {
 	}
 	close(b.changed)
 	b.changed = make(chan struct{})
-	if s != stateStarting {
-		select {
-		case <-b.firstDone:
-		default:
-			close(b.firstDone)
-		}
-	}
 	b.mu.Unlock()
 	if prev != s {
 		b.log.Info("state", "from", prev, "to", s)
 	}
+	// The catalog is rebuilt before the first start is declared done, so
+	// that whoever waited for it sees this backend's tools.
 	b.onChange()
+	if s != stateStarting {
+		b.firstOnce.Do(func() { close(b.firstDone) })
+	}
 }
 
 // call sends a request to the server and waits for its answer. While the
