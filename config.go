@@ -69,6 +69,10 @@ type Config struct {
 	// A request with any other Origin gets 403. If empty, only loopback origins.
 	AllowedOrigins []string `json:"allowedOrigins"`
 
+	// Supervision holds the restart and liveness settings for every server;
+	// a server entry may override each of them.
+	Supervision
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -105,8 +109,53 @@ type ServerConfig struct {
 	// MaxInFlight overrides Config.MaxInFlight for this server.
 	MaxInFlight int `json:"maxInFlight"`
 
+	// Supervision overrides, field by field, the top level's settings for
+	// this server.
+	Supervision
+
 	// name is the key of this server in mcpServers.
 	name string
+}
+
+// Supervision says how corral restarts a server that exits and how it checks
+// that a running server is alive. Each zero field takes the value set at the
+// top level of the config or, failing that, its default.
+type Supervision struct {
+	// RestartDelay is the wait before the first restart after an exit. Each
+	// further restart doubles it, up to MaxRestartDelay, and every wait adds
+	// up to half of itself at random, so that servers that crash together do
+	// not restart in lockstep. If zero, 1s.
+	RestartDelay Duration `json:"restartDelay"`
+
+	// MaxRestartDelay caps the doubling of RestartDelay. If zero, 30s.
+	MaxRestartDelay Duration `json:"maxRestartDelay"`
+
+	// StableAfter is how long a server must stay ready for its restart delay
+	// to start again from RestartDelay. If zero, twice MaxRestartDelay.
+	StableAfter Duration `json:"stableAfter"`
+
+	// MaxRestarts is how many restarts RestartWindow may hold: one more, and
+	// the server is failed. If zero, 5.
+	MaxRestarts int `json:"maxRestarts"`
+
+	// RestartWindow is the sliding window in which restarts are counted. If
+	// zero, 60s.
+	RestartWindow Duration `json:"restartWindow"`
+
+	// FailedRetry is how long a failed server waits before corral tries it
+	// again; if it becomes ready, it is back in service. If zero, 5m.
+	FailedRetry Duration `json:"failedRetry"`
+
+	// PingInterval is how often corral pings a ready server. If zero, 30s.
+	PingInterval Duration `json:"pingInterval"`
+
+	// PingTimeout is how long a ping may go unanswered, while the server
+	// writes nothing at all, before it counts as missed. If zero, 10s.
+	PingTimeout Duration `json:"pingTimeout"`
+
+	// MaxMissedPings is how many pings in a row a server may miss before
+	// corral restarts it. If zero, 3.
+	MaxMissedPings int `json:"maxMissedPings"`
 }
 
 // Duration is a time.Duration that reads from JSON as a Go duration string
@@ -125,7 +174,78 @@ const (
 	defaultMaxRequestBytes = 16 << 20
 	defaultMaxInFlight     = 256
 	toolSeparator          = "__"
+
+	defaultRestartDelay    = 1 * time.Second
+	defaultMaxRestartDelay = 30 * time.Second
+	defaultMaxRestarts     = 5
+	defaultRestartWindow   = 60 * time.Second
+	defaultFailedRetry     = 5 * time.Minute
+	defaultPingInterval    = 30 * time.Second
+	defaultPingTimeout     = 10 * time.Second
+	defaultMaxMissedPings  = 3
 )
+
+// supervision returns the settings for server s: its own where set, else the
+// top level's, else the defaults.
+func (c *Config) supervision(s *ServerConfig) Supervision {
+	pick := func(own, top, def Duration) Duration {
+		switch {
+		case own != 0:
+			return own
+		case top != 0:
+			return top
+		}
+		return def
+	}
+	pickInt := func(own, top, def int) int {
+		switch {
+		case own != 0:
+			return own
+		case top != 0:
+			return top
+		}
+		return def
+	}
+	o, t := s.Supervision, c.Supervision
+	r := Supervision{
+		RestartDelay:    pick(o.RestartDelay, t.RestartDelay, Duration(defaultRestartDelay)),
+		MaxRestartDelay: pick(o.MaxRestartDelay, t.MaxRestartDelay, Duration(defaultMaxRestartDelay)),
+		MaxRestarts:     pickInt(o.MaxRestarts, t.MaxRestarts, defaultMaxRestarts),
+		RestartWindow:   pick(o.RestartWindow, t.RestartWindow, Duration(defaultRestartWindow)),
+		FailedRetry:     pick(o.FailedRetry, t.FailedRetry, Duration(defaultFailedRetry)),
+		PingInterval:    pick(o.PingInterval, t.PingInterval, Duration(defaultPingInterval)),
+		PingTimeout:     pick(o.PingTimeout, t.PingTimeout, Duration(defaultPingTimeout)),
+		MaxMissedPings:  pickInt(o.MaxMissedPings, t.MaxMissedPings, defaultMaxMissedPings),
+	}
+	r.StableAfter = pick(o.StableAfter, t.StableAfter, 2*r.MaxRestartDelay)
+	return r
+}
+
+// validateSupervision reports negative settings of server (or the top level,
+// when server is "").
+func (p *parser) validateSupervision(server string, s Supervision) {
+	for _, f := range []struct {
+		key string
+		d   Duration
+	}{
+		{"restartDelay", s.RestartDelay}, {"maxRestartDelay", s.MaxRestartDelay},
+		{"stableAfter", s.StableAfter}, {"restartWindow", s.RestartWindow},
+		{"failedRetry", s.FailedRetry}, {"pingInterval", s.PingInterval},
+		{"pingTimeout", s.PingTimeout},
+	} {
+		if f.d < 0 {
+			p.errorf(server, f.key, "must not be negative, got %v; use a duration such as \"30s\", or remove the key for the default", f.d.D())
+		}
+	}
+	for _, f := range []struct {
+		key string
+		n   int
+	}{{"maxRestarts", s.MaxRestarts}, {"maxMissedPings", s.MaxMissedPings}} {
+		if f.n < 0 {
+			p.errorf(server, f.key, "must not be negative, got %d; use a positive number, or remove the key for the default", f.n)
+		}
+	}
+}
 
 // foreignServerKeys are keys that other MCP clients put in server entries.
 // corral accepts them and ignores them, so that a desktop client's config file
@@ -490,6 +610,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	if s.RequestTimeout < 0 {
 		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
 	}
+	p.validateSupervision(name, s.Supervision)
 	if s.MaxInFlight < 0 {
 		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
 	}
@@ -542,6 +663,7 @@ func (p *parser) validate(c *Config) {
 		{"maxRequestBytes", c.MaxRequestBytes, defaultMaxRequestBytes},
 		{"maxInFlight", int64(c.MaxInFlight), defaultMaxInFlight},
 	}
+	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {
 		if f.n < 0 {
 			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)
@@ -654,8 +776,16 @@ func jsonFields(v any) map[string]any {
 	rv := reflect.ValueOf(v).Elem()
 	fields := make(map[string]any)
 	for i := range rv.NumField() {
-		key, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
-		if key != "" && key != "-" {
+		f := rv.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && key == "":
+			// An embedded struct's fields are keys of their own, as in
+			// encoding/json.
+			for k, ptr := range jsonFields(rv.Field(i).Addr().Interface()) {
+				fields[k] = ptr
+			}
+		case key != "" && key != "-":
 			fields[key] = rv.Field(i).Addr().Interface()
 		}
 	}

@@ -267,3 +267,33 @@ func TestExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestCallsCutOffAtShutdownGetAnError(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"listen":"127.0.0.1:0","shutdownTimeout":"300ms","stopGrace":"100ms","mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE"]}
+	}}`)
+	c.waitHTTP(1)
+	cl := connect(t, c.url)
+	inFlight := make(chan *wireMsg, 1)
+	go func() { inFlight <- cl.callTool(`"long"`, "sleep", `{"ms":600000}`) }()
+	waitFor(t, 10*time.Second, "the call to reach the server", func() bool {
+		for _, s := range fakeProcesses(t, c.dir) {
+			for _, e := range fakeEvents(t, c.dir, s.PID) {
+				if e.Tool == "sleep" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	msg := <-inFlight
+	if msg.Error == nil || !strings.Contains(msg.Error.Message, "shutting down") || string(msg.ID) != `"long"` {
+		t.Errorf("call cut off at shutdown = %+v, want an error with its ID saying corral is shutting down", msg)
+	}
+	if code := c.waitExit(15 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d, want 0", code)
+	}
+	requireGone(t, c.dir)
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -26,10 +27,20 @@ type Gateway struct {
 	// defaultPageSize.
 	pageSize int
 
-	mu       sync.Mutex
-	cat      *catalog
-	sessions map[*session]struct{}
-	closed   bool
+	// cut ends when calls still in flight at the end of shutdownTimeout are
+	// cut off; see CutOff.
+	cut    context.Context
+	cutOff context.CancelFunc
+
+	// logHealth, when set, logs a summary of every backend's state each
+	// time it changes: with -stdio there is no /healthz to ask.
+	logHealth bool
+
+	mu         sync.Mutex
+	lastHealth string // the last summary logged
+	cat        *catalog
+	sessions   map[*session]struct{}
+	closed     bool
 }
 
 const defaultPageSize = 1000
@@ -37,8 +48,9 @@ const defaultPageSize = 1000
 // NewGateway returns a gateway for cfg. Its backends are not started.
 func NewGateway(cfg *Config, log *slog.Logger) *Gateway {
 	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}}
+	g.cut, g.cutOff = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(cfg, s, log, g.rebuildCatalog))
+		g.backends = append(g.backends, newBackend(cfg, s, log, g.backendChanged))
 	}
 	return g
 }
@@ -49,6 +61,13 @@ func (g *Gateway) Start() {
 		b.start()
 	}
 }
+
+// errShuttingDown is the cause of the context of a call cut off by CutOff.
+var errShuttingDown = errors.New("corral is shutting down")
+
+// CutOff ends every call in flight: each is answered with an error saying
+// corral is shutting down. The front ends call it when shutdownTimeout ends.
+func (g *Gateway) CutOff() { g.cutOff() }
 
 // Stop stops every backend in parallel with the stop ladder and blocks until
 // all their processes are gone. Closing hurry makes the ladders skip their
@@ -80,6 +99,30 @@ type catalogTool struct {
 	orig    string          // the backend's name for it
 	backend *backend        // nil for a placeholder
 	raw     json.RawMessage // the tool object, renamed when name != orig
+}
+
+// backendChanged is called by a backend whenever its state or tools change.
+func (g *Gateway) backendChanged() {
+	g.rebuildCatalog()
+	if !g.logHealth {
+		return
+	}
+	report, _ := g.health()
+	var b strings.Builder
+	for i, h := range report.Backends {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", h.Name, h.State)
+	}
+	summary := b.String()
+	g.mu.Lock()
+	changed := summary != g.lastHealth
+	g.lastHealth = summary
+	g.mu.Unlock()
+	if changed {
+		g.log.Info("health", "status", report.Status, "servers", summary)
+	}
 }
 
 // rebuildCatalog recomputes the catalog from the backends' tool lists and
@@ -273,8 +316,10 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) []byte {
 		return nil
 	}
 	key := string(msg.ID)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(context.Canceled) }
 	defer cancel()
+	defer context.AfterFunc(g.cut, func() { cancelCause(errShuttingDown) })()
 	s.mu.Lock()
 	s.inflight[key] = cancel
 	s.mu.Unlock()
@@ -436,6 +481,19 @@ func (g *Gateway) lookupTool(ctx context.Context, name string) *catalogTool {
 	return g.cat.byName[name]
 }
 
+// unknownTool says a tool is unknown and, since it may belong to a server
+// that never listed its tools, which servers are not ready.
+func (g *Gateway) unknownTool(name string) string {
+	msg := fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)
+	for _, b := range g.backends {
+		h := b.health()
+		if h.State != stateReady && h.Tools == 0 {
+			msg += fmt.Sprintf(`; server %q, whose tools are not known, is %s: %s`, b.name, h.State, h.Error)
+		}
+	}
+	return msg
+}
+
 // callTool routes tools/call to the backend that owns the tool, with the
 // server's own name for it, and returns the answer with the client's ID.
 func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
@@ -446,7 +504,7 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
 	}
 	t := g.lookupTool(ctx, name)
 	if t == nil {
-		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)})
+		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: g.unknownTool(name)})
 	}
 	params := msg.Params
 	if t.orig != name {
@@ -461,6 +519,8 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
 	case errors.Is(err, context.DeadlineExceeded):
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeTimeout,
 			Message: fmt.Sprintf("server %q did not answer tools/call %q within %s (requestTimeout); corral cancelled the request", t.backend.name, name, timeout)})
+	case errors.Is(context.Cause(ctx), errShuttingDown):
+		return encodeErrorResponse(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.cfg.ShutdownTimeout.D()))
 	case errors.Is(err, context.Canceled):
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
 	case err != nil:

@@ -339,9 +339,9 @@ func TestTimeoutFailsTheCallAndCancelsItOnTheServer(t *testing.T) {
 	}
 }
 
-func TestCrashFailsEveryPendingCallWithTheExitStatus(t *testing.T) {
+func TestCrashFailsEveryPendingCallAtOnceAndTheServerComesBack(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	tg := startGateway(t, `{"restartDelay":"50ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	server := fakeProcesses(t, tg.dir)[0].PID
 	const n = 50
@@ -361,14 +361,17 @@ func TestCrashFailsEveryPendingCallWithTheExitStatus(t *testing.T) {
 	crash := c.callTool(`"crash"`, "crash", `{"code":9}`)
 	for _, msg := range append([]*wireMsg{crash}, collect(answers, n)...) {
 		// Failing at the 60 s timeout would say "requestTimeout" instead.
-		if msg.Error == nil || msg.Error.Code != codeUnavailable || !strings.Contains(msg.Error.Message, "exit status 9") {
-			t.Fatalf("call pending at the crash = %+v, want a %d error with the exit status", msg, codeUnavailable)
+		if msg.Error == nil || msg.Error.Code != codeUnavailable || !strings.Contains(msg.Error.Message, "exit status 9") || !strings.Contains(msg.Error.Message, "crashing with code 9") {
+			t.Fatalf("call pending at the crash = %+v, want a %d error with the exit status and last stderr line", msg, codeUnavailable)
 		}
 	}
-	// The server stays down (restarts are not built yet), with a clear error.
-	msg := c.callTool(`"after"`, "echo", `{"text":"x"}`)
-	if msg.Error == nil || !strings.Contains(msg.Error.Message, `server "a" is failed`) || !strings.Contains(msg.Error.Message, "crashing with code 9") {
-		t.Errorf("call after the crash = %+v, want an error naming the server, its state and its last stderr line", msg)
+	// A call made while the server waits to restart waits for it.
+	text := toolText(t, c.callTool(`"after"`, "whoami", `{}`))
+	if strings.Contains(text, fmt.Sprintf(`"pid":%d`, server)) {
+		t.Errorf("call after the crash reached %s, the dead process; want a new one", text)
+	}
+	if h := tg.gw.backends[0].health(); h.Restarts != 1 || h.LastExit != "exit status 9" {
+		t.Errorf("health after one crash = %+v, want 1 restart and the last exit", h)
 	}
 }
 

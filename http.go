@@ -330,8 +330,15 @@ func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, 
 	drainCtx, cancel := context.WithTimeout(skip, drain)
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {
-		log.Warn("calls still in flight at the end of shutdownTimeout are cut off", "err", err)
-		srv.Close()
+		// Answer the calls still in flight with an error, give their
+		// handlers a moment to write it, then close what is left.
+		log.Warn("calls still in flight at the end of shutdownTimeout are cut off")
+		h.gw.CutOff()
+		ctx, cancel := context.WithTimeout(skip, time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
 	}
 	<-errc
 	return nil

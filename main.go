@@ -98,6 +98,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	gw := NewGateway(cfg, log)
+	gw.logHealth = *stdio
 	var ln net.Listener
 	if !*stdio {
 		// Listen before starting any server, so that a taken port fails fast

@@ -65,11 +65,12 @@ func fakeArgs(dir string, extra ...string) []string {
 
 // fakeState is a fakeserver state file.
 type fakeState struct {
-	PID  int    `json:"pid"`
-	PGID int    `json:"pgid"`
-	SID  int    `json:"sid"`
-	Role string `json:"role"`
-	Name string `json:"name"`
+	PID   int       `json:"pid"`
+	PGID  int       `json:"pgid"`
+	SID   int       `json:"sid"`
+	Role  string    `json:"role"`
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
 }
 
 // fakeEvent is a line of a fakeserver events file.

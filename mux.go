@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // JSON-RPC error codes corral uses. The first five are JSON-RPC's own; the
@@ -63,6 +64,9 @@ type mux struct {
 	out    chan []byte   // lines for the server's stdin, written by writeLoop alone
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
+
+	// lastRead is when the server last wrote a line (Unix nanoseconds).
+	lastRead atomic.Int64
 
 	mu      sync.Mutex
 	pending map[int64]chan *wireMsg // by the ID sent to the server; each channel holds one answer
@@ -219,6 +223,7 @@ func (m *mux) readLoop(r io.Reader, maxLine int) error {
 	lr := newLineReader(r, maxLine)
 	for {
 		line, err := lr.next()
+		m.lastRead.Store(time.Now().UnixNano())
 		var tooLong *lineTooLongError
 		if errors.As(err, &tooLong) {
 			m.failTooLong(tooLong)

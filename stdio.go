@@ -564,6 +564,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 			case <-done:
 			case <-t.C:
 				log.Warn("calls still in flight at the end of shutdownTimeout are cut off")
+				gw.CutOff()
 			}
 			t.Stop()
 		case r := <-reads:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,10 +19,11 @@ import (
 type backendState string
 
 const (
-	stateStarting backendState = "starting" // process started, handshake under way
+	stateStarting backendState = "starting" // process started, handshake under way; calls wait
 	stateReady    backendState = "ready"    // serving calls
-	stateFailed   backendState = "failed"   // could not start, or exited; calls fail at once
-	stateStopped  backendState = "stopped"  // stopped by corral
+	stateBackoff  backendState = "backoff"  // exited; waiting to restart; calls wait
+	stateFailed   backendState = "failed"   // restarted too often, or could not start at all; calls fail at once
+	stateStopped  backendState = "stopped"  // stopped by corral; calls fail at once
 )
 
 // protocolVersions are the MCP versions corral speaks, newest first.
@@ -33,14 +35,20 @@ type backendTool struct {
 	raw  json.RawMessage // the tool object as the server sent it
 }
 
-// backend runs one configured server and serves calls to it. Its methods are
-// safe for concurrent use.
+// backend runs one configured server, restarts it when it exits, and serves
+// calls to it. Its methods are safe for concurrent use.
 type backend struct {
 	name     string
 	cfg      *ServerConfig
 	gcfg     *Config
+	sup      Supervision
 	log      *slog.Logger
 	onChange func() // called, with no lock held, when its state or tools change
+
+	// startMu is held from the check that the backend is not stopping until
+	// the new process is recorded, so that stop either prevents a start or
+	// finds the process to stop: nothing starts after stop begins.
+	startMu sync.Mutex
 
 	mu        sync.Mutex
 	state     backendState
@@ -49,13 +57,17 @@ type backend struct {
 	proc      *process
 	mux       *mux
 	tools     []backendTool // the last list the server gave; kept after it exits
-	lastErr   string
+	lastErr   string        // why it is not ready, for errors and /healthz
+	lastExit  string        // how its last process ended
+	restarts  int           // processes started after the first
 	readyAt   time.Time
+	retryAt   time.Time     // when a failed backend is tried again
 	firstDone chan struct{} // closed when the first start has succeeded or failed
 	firstOnce sync.Once
 
-	hurry chan struct{} // closed to make a stop skip its waits
-	wg    sync.WaitGroup
+	stopCh chan struct{} // closed when stop begins: ends a backoff wait
+	hurry  chan struct{} // closed to make a stop skip its waits
+	wg     sync.WaitGroup
 }
 
 func newBackend(gcfg *Config, cfg *ServerConfig, log *slog.Logger, onChange func()) *backend {
@@ -63,11 +75,13 @@ func newBackend(gcfg *Config, cfg *ServerConfig, log *slog.Logger, onChange func
 		name:      cfg.Name(),
 		cfg:       cfg,
 		gcfg:      gcfg,
+		sup:       gcfg.supervision(cfg),
 		log:       log.With("server", cfg.Name()),
 		onChange:  onChange,
 		state:     stateStarting,
 		changed:   make(chan struct{}),
 		firstDone: make(chan struct{}),
+		stopCh:    make(chan struct{}),
 		hurry:     make(chan struct{}),
 	}
 }
@@ -78,47 +92,89 @@ func (b *backend) start() {
 	go b.run()
 }
 
-// run is the backend's life. It owns every process the backend starts.
+// run is the backend's life: start, serve, and after every exit wait as the
+// restart policy says, until stop. It owns every process the backend starts.
 func (b *backend) run() {
 	defer b.wg.Done()
-	err := b.runOnce()
-	b.mu.Lock()
-	stopping := b.stopping
-	b.mu.Unlock()
-	if stopping {
-		b.setState(stateStopped, "stopped by corral")
-		return
+	policy := &restartPolicy{s: b.sup, jitter: rand.Float64}
+	for why := "starting"; ; {
+		b.setState(stateStarting, why)
+		readyFor, err := b.runOnce()
+		if b.isStopping() {
+			b.setState(stateStopped, "stopped by corral")
+			return
+		}
+		now := time.Now()
+		wait, failing := policy.afterExit(now, readyFor)
+		why = stripServer(b.name, err.Error())
+		b.mu.Lock()
+		if b.proc != nil {
+			b.lastExit = b.proc.exitDescription()
+			if last := b.proc.tail.last(); last != "" && !strings.Contains(why, last) {
+				why += "; its last stderr line: " + last
+			}
+		}
+		b.mu.Unlock()
+		if failing {
+			b.mu.Lock()
+			b.retryAt = now.Add(wait)
+			b.mu.Unlock()
+			msg := fmt.Sprintf("%s; corral gave up after %s, and tries again at %s (failedRetry)",
+				why, policy.givingUpReason(), now.Add(wait).Format(time.TimeOnly))
+			b.log.Error("server is failing", "err", msg)
+			b.setState(stateFailed, msg)
+			why = "trying again after failedRetry"
+		} else {
+			b.setState(stateBackoff, fmt.Sprintf("%s; restarting in %s", why, wait.Round(time.Millisecond)))
+			why = "restarting after backoff"
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-b.stopCh:
+			t.Stop()
+			b.setState(stateStopped, "stopped by corral")
+			return
+		}
+		b.mu.Lock()
+		b.restarts++
+		b.mu.Unlock()
 	}
-	b.log.Error("server is not running; calls to its tools fail until corral is restarted", "err", err)
-	b.setState(stateFailed, err.Error())
+}
+
+// stripServer removes the leading `server "name" ` from a message that will
+// be quoted after the server's name anyway.
+func stripServer(name, msg string) string {
+	return strings.TrimPrefix(msg, fmt.Sprintf("server %q ", name))
+}
+
+func (b *backend) isStopping() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopping
 }
 
 // runOnce starts the process, completes the handshake, serves until the
-// process goes away, and returns why it did.
-func (b *backend) runOnce() error {
-	b.mu.Lock()
-	if b.stopping {
-		b.mu.Unlock()
-		return errors.New("stopped before it started")
+// process goes away, and returns how long it was ready and why it ended.
+func (b *backend) runOnce() (readyFor time.Duration, err error) {
+	b.startMu.Lock()
+	if b.isStopping() {
+		b.startMu.Unlock()
+		return 0, errors.New("stopped before it started")
 	}
-	b.mu.Unlock()
-
 	p, err := startProcess(b.processSpec())
 	if err != nil {
-		return err
+		b.startMu.Unlock()
+		b.log.Error("cannot start", "err", err)
+		return 0, err
 	}
-	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
 	refresh := make(chan struct{}, 1)
 	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
-
 	b.mu.Lock()
 	b.proc, b.mux = p, m
-	stopping := b.stopping
 	b.mu.Unlock()
-	if stopping { // stop ran between the check above and now
-		p.Stop(b.hurry)
-		return errors.New("stopped while starting")
-	}
+	b.startMu.Unlock()
+	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
 
 	var wg sync.WaitGroup
 	stdoutDone := make(chan struct{})
@@ -133,20 +189,111 @@ func (b *backend) runOnce() error {
 	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
 
 	if err := b.handshake(m); err != nil {
-		p.Stop(b.hurry)
 		m.close(unavailable("server %q: %v", b.name, err))
+		p.Stop(b.hurry)
 		wg.Wait()
-		return err
+		return 0, err
 	}
+	readyAt := time.Now()
 	b.mu.Lock()
-	b.readyAt = time.Now()
+	b.readyAt = readyAt
 	b.mu.Unlock()
 	b.setState(stateReady, "")
 
+	wg.Add(1)
+	go func() { defer wg.Done(); b.pingLoop(p, m) }()
 	<-m.done
+	readyFor = time.Since(readyAt)
 	p.Stop(b.hurry)
 	wg.Wait()
-	return m.err
+	return readyFor, m.err // set once done is closed
+}
+
+// pingLoop pings the server every PingInterval and stops it when it misses
+// MaxMissedPings in a row. A ping counts as missed only when it times out
+// while the server writes nothing at all: a server busy sending answers is
+// alive, even if its pings queue behind them.
+func (b *backend) pingLoop(p *process, m *mux) {
+	t := time.NewTicker(b.sup.PingInterval.D())
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-t.C:
+		case <-m.done:
+			return
+		}
+		before := m.lastRead.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), b.sup.PingTimeout.D())
+		_, err := m.Call(ctx, "ping", nil)
+		cancel()
+		switch {
+		case err == nil, m.lastRead.Load() != before:
+			missed = 0
+		case errors.Is(err, context.DeadlineExceeded):
+			missed++
+			b.log.Warn("missed a ping", "inARow", missed, "timeout", b.sup.PingTimeout.D())
+			if missed >= b.sup.MaxMissedPings {
+				why := fmt.Sprintf("server %q missed %d pings in a row (pingTimeout %s); restarting it", b.name, missed, b.sup.PingTimeout.D())
+				b.log.Error(why)
+				m.close(unavailable("%s", why))
+				p.Stop(b.hurry)
+				return
+			}
+		}
+	}
+}
+
+// restartPolicy decides, after each exit of a server, how long to wait before
+// starting it again, or that it is failing. It reads no clock, so tests can
+// drive it with times of their own. It is not safe for concurrent use.
+type restartPolicy struct {
+	s      Supervision
+	jitter func() float64 // in [0, 1)
+
+	delay     time.Duration // the last backoff, before jitter; zero after a stable run
+	restarts  []time.Time   // the restarts within the window
+	probation bool          // the next run follows a failed period
+}
+
+// afterExit is called when a run ends at now, after being ready for readyFor
+// (zero if it never became ready). It returns how long to wait before the
+// next start, and whether the server is now failing; the wait is then the
+// FailedRetry cool-down.
+func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait time.Duration, failing bool) {
+	if p.probation {
+		if readyFor == 0 {
+			return p.s.FailedRetry.D(), true // tried again after the cool-down, and still broken
+		}
+		p.probation = false // it became ready: back in service, with a clean slate
+	}
+	if readyFor >= p.s.StableAfter.D() {
+		p.delay = 0
+	}
+	cut := now.Add(-p.s.RestartWindow.D())
+	kept := p.restarts[:0]
+	for _, t := range p.restarts {
+		if t.After(cut) {
+			kept = append(kept, t)
+		}
+	}
+	p.restarts = kept
+	if len(p.restarts) >= p.s.MaxRestarts {
+		p.restarts, p.delay, p.probation = nil, 0, true
+		return p.s.FailedRetry.D(), true
+	}
+	p.restarts = append(p.restarts, now)
+	if p.delay == 0 {
+		p.delay = p.s.RestartDelay.D()
+	} else {
+		p.delay = min(2*p.delay, p.s.MaxRestartDelay.D())
+	}
+	return p.delay + time.Duration(p.jitter()*float64(p.delay)/2), false
+}
+
+// givingUpReason says why the policy gave up, for messages.
+func (p *restartPolicy) givingUpReason() string {
+	return fmt.Sprintf("%d restarts within %s (maxRestarts, restartWindow)", p.s.MaxRestarts, p.s.RestartWindow.D())
 }
 
 // watch closes the mux when the process exits or closes its stdout, with an
@@ -368,20 +515,24 @@ func (b *backend) setTools(tools []backendTool) {
 	b.mu.Unlock()
 }
 
-// setState moves the backend to state s, wakes whoever waits for a change,
-// and tells the gateway.
+// setState moves the backend to state s for the reason why, logs the
+// transition, wakes whoever waits for a change, and tells the gateway.
 func (b *backend) setState(s backendState, why string) {
 	b.mu.Lock()
 	prev := b.state
 	b.state = s
-	if why != "" {
+	if s != stateReady {
 		b.lastErr = why
 	}
 	close(b.changed)
 	b.changed = make(chan struct{})
+	pid := 0
+	if b.proc != nil {
+		pid = b.proc.pid
+	}
 	b.mu.Unlock()
-	if prev != s {
-		b.log.Info("state", "from", prev, "to", s)
+	if prev != s || s == stateStarting {
+		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
 	// that whoever waited for it sees this backend's tools.
@@ -392,8 +543,9 @@ func (b *backend) setState(s backendState, why string) {
 }
 
 // call sends a request to the server and waits for its answer. While the
-// server is starting, call waits for it, until ctx ends; when it is not
-// running, call fails at once with an error that says why.
+// server is starting or waiting to restart, call waits for it, until ctx
+// ends; when it is failed or stopped, call fails at once with an error that
+// says why.
 func (b *backend) call(ctx context.Context, method string, params json.RawMessage) (*wireMsg, error) {
 	for {
 		b.mu.Lock()
@@ -402,14 +554,16 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 		switch state {
 		case stateReady:
 			return m.Call(ctx, method, params)
-		case stateStarting:
+		case stateStarting, stateBackoff:
 			select {
 			case <-changed:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		case stateFailed:
+			return nil, unavailable("server %q is failing: %s", b.name, lastErr)
 		default:
-			return nil, unavailable("server %q is %s: %s", b.name, state, strings.TrimPrefix(lastErr, fmt.Sprintf("server %q ", b.name)))
+			return nil, unavailable("server %q is %s: %s", b.name, state, lastErr)
 		}
 	}
 }
@@ -421,25 +575,35 @@ func (b *backend) snapshot() (tools []backendTool, state backendState) {
 	return b.tools, b.state
 }
 
-// stop stops the server with the stop ladder and blocks until its process and
-// every goroutine of the backend are gone. Closing hurry skips the waiting.
-// stop may be called more than once.
+// stop stops the backend: no process starts after stop begins, a backoff wait
+// ends, and the running process (if any) is stopped with the ladder. It
+// blocks until every process and goroutine of the backend is gone. Closing
+// hurry skips the ladder's waits. stop may be called more than once.
 func (b *backend) stop(hurry <-chan struct{}) {
 	b.mu.Lock()
+	already := b.stopping
 	b.stopping = true
+	b.mu.Unlock()
+	if !already {
+		close(b.stopCh)
+	}
+	b.startMu.Lock() // a start under way has recorded its process
+	b.mu.Lock()
 	p := b.proc
 	b.mu.Unlock()
+	b.startMu.Unlock()
+
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-hurry:
+			b.hurryOnce()
+		case <-done:
+		}
+	}()
 	if p != nil {
-		done := make(chan struct{})
-		go func() {
-			select {
-			case <-hurry:
-				b.hurryOnce()
-			case <-done:
-			}
-		}()
 		p.Stop(b.hurry)
-		close(done)
 	}
 	b.wg.Wait()
 }
@@ -460,26 +624,33 @@ type health struct {
 	State    backendState `json:"state"`
 	PID      int          `json:"pid,omitempty"`
 	Uptime   string       `json:"uptime,omitempty"`
+	Restarts int          `json:"restarts"`
 	Tools    int          `json:"tools"`
 	InFlight int          `json:"inFlight"`
+	LastExit string       `json:"lastExit,omitempty"`
 	Error    string       `json:"error,omitempty"`
+	RetryAt  string       `json:"retryAt,omitempty"`
 	Stderr   []string     `json:"stderrTail,omitempty"`
 }
 
 func (b *backend) health() health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := health{Name: b.name, State: b.state, Tools: len(b.tools)}
+	h := health{Name: b.name, State: b.state, Tools: len(b.tools), Restarts: b.restarts, LastExit: b.lastExit}
 	if b.proc != nil {
 		h.PID = b.proc.pid
 		if b.state != stateReady {
 			h.Stderr = b.proc.tail.all()
 		}
 	}
-	if b.state == stateReady {
+	switch b.state {
+	case stateReady:
 		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
 		h.InFlight = b.mux.inFlight()
-	} else {
+	case stateFailed:
+		h.Error = b.lastErr
+		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+	default:
 		h.Error = b.lastErr
 	}
 	return h
