@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +83,63 @@ func BenchmarkHTTPFloor(b *testing.B) {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// BenchmarkCrashRecovery measures, at default settings, the time from a
+// server's death (its own "exit" record) to the error of a call pending on
+// it, and to the first successful call after corral restarts it:
+//
+//	go test -run '^$' -bench CrashRecovery -benchtime 5x .
+func BenchmarkCrashRecovery(b *testing.B) {
+	var toError, toRecovery time.Duration
+	for i := 0; b.Loop(); i++ {
+		// A gateway of its own for each crash, so that each is a first
+		// crash, restarted after restartDelay, not a later, longer backoff.
+		b.StopTimer()
+		tg := startGateway(b, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+		c := connect(b, tg.url)
+		b.StartTimer()
+		pending := make(chan *wireMsg, 1)
+		go func() { pending <- c.callTool(fmt.Sprint(i), "sleep", `{"ms":600000}`) }()
+		c.callTool(`"crash"`, "crash", `{}`) // answered with the crash error
+		msg := <-pending
+		failedAt := time.Now()
+		if msg.Error == nil {
+			b.Fatalf("pending call = %+v, want an error", msg)
+		}
+		for {
+			if m := c.callTool(`"again"`, "echo", `{"text":"x"}`); m.Error == nil {
+				break
+			}
+		}
+		recoveredAt := time.Now()
+		died := lastExit(b, tg.dir)
+		toError += failedAt.Sub(died)
+		toRecovery += recoveredAt.Sub(died)
+	}
+	b.ReportMetric(float64(toError.Microseconds())/float64(b.N)/1000, "ms-death-to-error")
+	b.ReportMetric(float64(toRecovery.Microseconds())/float64(b.N)/1000, "ms-death-to-success")
+	b.ReportMetric(0, "ns/op")
+}
+
+// lastExit returns the time of the newest "exit" event recorded in dir.
+func lastExit(tb testing.TB, dir string) time.Time {
+	var last time.Time
+	files, _ := filepath.Glob(filepath.Join(dir, "*.events"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n") {
+			var e struct {
+				Time  time.Time `json:"time"`
+				Event string    `json:"event"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Event == "exit" && e.Time.After(last) {
+				last = e.Time
+			}
+		}
+	}
+	if last.IsZero() {
+		tb.Fatal("no exit recorded")
+	}
+	return last
 }
