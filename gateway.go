@@ -22,6 +22,8 @@ type Gateway struct {
 	cfg      *Config
 	log      *slog.Logger
 	backends []*backend // sorted by name
+	instance string     // the marker of this gateway's processes; see newInstanceID
+	reaper   *orphanReaper
 
 	// pageSize is the number of tools in one page of tools/list. If zero,
 	// defaultPageSize.
@@ -45,12 +47,15 @@ type Gateway struct {
 
 const defaultPageSize = 1000
 
-// NewGateway returns a gateway for cfg. Its backends are not started.
-func NewGateway(cfg *Config, log *slog.Logger) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}}
+// NewGateway returns a gateway for cfg. Its backends are not started. The
+// reaper, if not nil, is told of every process the gateway starts; it is nil
+// unless corral is a child subreaper.
+func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{},
+		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(cfg, s, log, g.backendChanged))
+		g.backends = append(g.backends, newBackend(g, s))
 	}
 	return g
 }
@@ -85,6 +90,11 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 		}()
 	}
 	wg.Wait()
+	// Each backend swept what its server left; this catches what escaped
+	// while corral was stopping them all.
+	if killed := sweepMarked(g.instance, "", g.reaper); len(killed) > 0 {
+		g.log.Warn("killed processes left behind by servers", "pids", pidList(killed))
+	}
 }
 
 // catalog is the aggregated tool list. It is immutable once built.

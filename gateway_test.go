@@ -53,7 +53,7 @@ func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := NewGateway(cfg, testLogger(t))
+	gw := NewGateway(cfg, testLogger(t), nil) // no reaper: the test binary has children of its own
 	for _, f := range tweak {
 		f(gw)
 	}

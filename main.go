@@ -97,7 +97,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	gw := NewGateway(cfg, log)
+	// Processes left by an earlier corral that was killed with SIGKILL:
+	// their marker names an instance that no longer runs.
+	for _, l := range killLeftovers() {
+		log.Warn("killed a process left by a corral that is no longer running", "pid", l.pid, "server", l.server, "instance", l.instance, "cmdline", l.cmdline)
+	}
+	reaper, err := newOrphanReaper(log)
+	if err != nil {
+		log.Warn("cannot become a child subreaper; descendants that leave their server's process group are found by their marker only", "err", err)
+	}
+	defer reaper.Close()
+	gw := NewGateway(cfg, log, reaper)
 	gw.logHealth = *stdio
 	var ln net.Listener
 	if !*stdio {

@@ -37,6 +37,9 @@ type processSpec struct {
 	stopGrace, killGrace, pipeDrain time.Duration
 
 	log *slog.Logger // receives the server's stderr, line by line
+
+	// reaper, if not nil, is told of the process so that it never reaps it.
+	reaper *orphanReaper
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -127,12 +130,19 @@ func startProcess(spec processSpec) (*process, error) {
 // exits with this goroutine, once the child is already gone.
 func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 	runtime.LockOSThread()
-	if err := cmd.Start(); err != nil {
+	err := p.spec.reaper.start(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
+	if err != nil {
 		started <- err
 		return
 	}
 	p.pid = cmd.Process.Pid
 	started <- nil
+	defer p.spec.reaper.reaped(p.pid)
 
 	// What the leader leaves behind in its group dies with it: the group is
 	// killed after the leader exits but before it is reaped, while the group

@@ -42,6 +42,8 @@ type backend struct {
 	cfg      *ServerConfig
 	gcfg     *Config
 	sup      Supervision
+	instance string        // corral's marker, put in the server's environment
+	reaper   *orphanReaper // nil unless corral is a child subreaper
 	log      *slog.Logger
 	onChange func() // called, with no lock held, when its state or tools change
 
@@ -70,12 +72,15 @@ type backend struct {
 	wg     sync.WaitGroup
 }
 
-func newBackend(gcfg *Config, cfg *ServerConfig, log *slog.Logger, onChange func()) *backend {
+func newBackend(g *Gateway, cfg *ServerConfig) *backend {
+	gcfg, log, onChange := g.cfg, g.log, g.backendChanged
 	return &backend{
 		name:      cfg.Name(),
 		cfg:       cfg,
 		gcfg:      gcfg,
 		sup:       gcfg.supervision(cfg),
+		instance:  g.instance,
+		reaper:    g.reaper,
 		log:       log.With("server", cfg.Name()),
 		onChange:  onChange,
 		state:     stateStarting,
@@ -97,9 +102,13 @@ func (b *backend) start() {
 func (b *backend) run() {
 	defer b.wg.Done()
 	policy := &restartPolicy{s: b.sup, jitter: rand.Float64}
-	for why := "starting"; ; {
-		b.setState(stateStarting, why)
+	var why string // of the next start
+	for first := true; ; first = false {
+		if !first {
+			b.setState(stateStarting, why)
+		}
 		readyFor, err := b.runOnce()
+		b.sweep()
 		if b.isStopping() {
 			b.setState(stateStopped, "stopped by corral")
 			return
@@ -139,6 +148,15 @@ func (b *backend) run() {
 		b.mu.Lock()
 		b.restarts++
 		b.mu.Unlock()
+	}
+}
+
+// sweep kills what the server's last process left behind outside its
+// process group (descendants that called setsid or double-forked), found by
+// the marker in their environment, and reaps those re-parented to corral.
+func (b *backend) sweep() {
+	if killed := sweepMarked(b.instance, b.name, b.reaper); len(killed) > 0 {
+		b.log.Warn("killed processes the server left behind outside its process group", "pids", pidList(killed))
 	}
 }
 
@@ -351,6 +369,8 @@ func (b *backend) processSpec() processSpec {
 	for _, k := range keys {
 		env = append(env, k+"="+b.cfg.Env[k]) // later entries win
 	}
+	// The marker goes last, after the user's env, so that it wins.
+	env = append(env, markerEnv(b.instance, b.name)...)
 	return processSpec{
 		name:      b.name,
 		command:   b.cfg.Command,
@@ -361,6 +381,7 @@ func (b *backend) processSpec() processSpec {
 		killGrace: b.gcfg.KillGrace.D(),
 		pipeDrain: time.Second,
 		log:       b.log,
+		reaper:    b.reaper,
 	}
 }
 
@@ -531,7 +552,7 @@ func (b *backend) setState(s backendState, why string) {
 		pid = b.proc.pid
 	}
 	b.mu.Unlock()
-	if prev != s || s == stateStarting {
+	if prev != s {
 		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
