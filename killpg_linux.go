@@ -110,6 +110,18 @@ func zombieChildren() []int {
 	return pids
 }
 
+// liveChildren lists this process's children that have not exited.
+func liveChildren() []int {
+	self := os.Getpid()
+	var pids []int
+	for _, pid := range allPIDs() {
+		if s, ok := readStat(pid); ok && s.ppid == self && s.state != 'Z' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // markers returns the corral marker variables in the environment of pid.
 func markers(pid int) (instance, server string) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")

@@ -27,6 +27,8 @@ func processStartTime(pid int) (uint64, bool) { return 0, false }
 
 func zombieChildren() []int { return nil }
 
+func liveChildren() []int { return nil }
+
 func markedProcesses(instance, server string) []int { return nil }
 
 type leftover struct {

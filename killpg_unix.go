@@ -184,14 +184,19 @@ func (r *orphanReaper) Close() {
 
 // sweepMarked kills every process that carries the marker of instance and,
 // unless server is empty, of that server, other than live servers, and then
-// reaps the orphans among them. Killing a process may orphan children of its
-// own, which carry the marker too, so it sweeps until none is left. It
-// returns the PIDs it killed.
+// reaps the orphans among them. With server empty and a reaper, it also kills
+// every orphan adopted by corral, marked or not: only corral's descendants can
+// be re-parented to it. Killing a process may orphan children of its own, so
+// it sweeps until none is left. It returns the PIDs it killed.
 func sweepMarked(instance, server string, r *orphanReaper) []int {
 	var killed []int
 	for range 10 {
+		candidates := markedProcesses(instance, server)
+		if server == "" && r != nil {
+			candidates = append(candidates, liveChildren()...)
+		}
 		var found []int
-		for _, pid := range markedProcesses(instance, server) {
+		for _, pid := range candidates {
 			if !r.isLive(pid) {
 				found = append(found, pid)
 			}
