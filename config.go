@@ -61,7 +61,7 @@ type Config struct {
 	MaxRequestBytes int64 `json:"maxRequestBytes"`
 
 	// MaxInFlight bounds the requests in flight to one server; past it a call
-	// fails at once. If zero, 256. A server's own maxInFlight overrides it.
+	// fails at once. If zero, 1024. A server's own maxInFlight overrides it.
 	MaxInFlight int `json:"maxInFlight"`
 
 	// AllowedOrigins lists the Origin header values accepted besides those of
@@ -172,7 +172,7 @@ const (
 	defaultShutdownTimeout = 10 * time.Second
 	defaultMaxLineBytes    = 32 << 20
 	defaultMaxRequestBytes = 16 << 20
-	defaultMaxInFlight     = 256
+	defaultMaxInFlight     = 1024
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second

@@ -66,7 +66,7 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 		"ShutdownTimeout": 10 * time.Second,
 		"MaxLineBytes":    int64(32 << 20),
 		"MaxRequestBytes": int64(16 << 20),
-		"MaxInFlight":     256,
+		"MaxInFlight":     1024,
 	}
 	for field, w := range want {
 		if got[field] != w {
@@ -83,8 +83,8 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 	if got := c.requestTimeout(servers[0]); got != 60*time.Second {
 		t.Errorf("requestTimeout(echo) = %v, want the global default 60s", got)
 	}
-	if got := c.maxInFlight(servers[0]); got != 256 {
-		t.Errorf("maxInFlight(echo) = %d, want the global default 256", got)
+	if got := c.maxInFlight(servers[0]); got != 1024 {
+		t.Errorf("maxInFlight(echo) = %d, want the global default 1024", got)
 	}
 }
 
@@ -399,7 +399,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "a negative global maxInFlight is an error",
 			src:  top(`"maxInFlight": -1`),
-			want: `config.json: maxInFlight: must not be negative, got -1; use a positive number, or remove the key for the default (256)`,
+			want: `config.json: maxInFlight: must not be negative, got -1; use a positive number, or remove the key for the default (1024)`,
 		},
 		{
 			name: "a listen address without a port is an error",

@@ -1,0 +1,825 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+)
+
+var adapterFlag = flag.String("adapter", "", "the gateway's adapter `file` (default: $CONFORMANCE_ADAPTER, else adapters/corral.json)")
+
+// Adapter says how to run one gateway. README.md documents every field.
+type Adapter struct {
+	Name           string     `json:"name"`
+	About          string     `json:"about"`
+	Setup          [][]string `json:"setup"`
+	Version        []string   `json:"version"`
+	MaxServers     int        `json:"maxServers"`
+	ConfigTemplate string     `json:"configTemplate"`
+	Command        []string   `json:"command"`
+	Env            []string   `json:"env"`
+	Transport      string     `json:"transport"`
+	URL            string     `json:"url"`
+	ToolName       string     `json:"toolName"`
+	Settings       []string   `json:"settings"`
+	ShutdownBound  string     `json:"shutdownBound"`
+	ReadyTimeout   string     `json:"readyTimeout"`
+
+	file     string
+	dir      string // where Setup put its files: {{.Dir}}
+	version  string
+	bound    time.Duration
+	readyFor time.Duration
+}
+
+// has reports whether the gateway's config template honours a setting.
+func (a *Adapter) has(setting string) bool {
+	for _, s := range a.Settings {
+		if s == setting {
+			return true
+		}
+	}
+	return false
+}
+
+// The suite's shared state, set up once by TestMain.
+var (
+	adapter       *Adapter
+	fakeserverBin string
+)
+
+func loadAdapter(path string) (*Adapter, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var a Adapter
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	a.file = path
+	switch a.Transport {
+	case "http", "sse", "stdio":
+	default:
+		return nil, fmt.Errorf("%s: transport %q: want http, sse or stdio", path, a.Transport)
+	}
+	if len(a.Command) == 0 {
+		return nil, fmt.Errorf("%s: command is required", path)
+	}
+	if a.ToolName == "" {
+		a.ToolName = "{{.Tool}}"
+	}
+	a.bound = 30 * time.Second
+	if a.ShutdownBound != "" {
+		if a.bound, err = time.ParseDuration(a.ShutdownBound); err != nil {
+			return nil, fmt.Errorf("%s: shutdownBound: %v", path, err)
+		}
+	}
+	a.readyFor = 60 * time.Second
+	if a.ReadyTimeout != "" {
+		if a.readyFor, err = time.ParseDuration(a.ReadyTimeout); err != nil {
+			return nil, fmt.Errorf("%s: readyTimeout: %v", path, err)
+		}
+	}
+	return &a, nil
+}
+
+// serverSpec is one fake server a case asks the gateway to run.
+type serverSpec struct {
+	Name  string
+	flags []string // fakeserver flags beyond the suite's own
+}
+
+// templateServer is a server as config templates see it.
+type templateServer struct {
+	Name        string
+	Command     string
+	Args        []string
+	CommandLine string // Command and Args quoted for a POSIX shell
+}
+
+// templateData is what adapter templates see.
+type templateData struct {
+	Dir, ConfigPath, StateDir, URL    string
+	Port                              int
+	Servers                           []templateServer
+	Timeout, StopGrace                string // Go durations; empty unless the case sets them
+	RestartDelay, ShutdownTimeout     string
+	TimeoutMS, StopGraceMS            int64
+	RestartDelayMS, ShutdownTimeoutMS int64
+	Server, Tool                      string // for toolName
+}
+
+// options are the gateway settings a case needs. A zero field is left to the
+// gateway's default; a case that needs a setting the adapter does not list
+// skips.
+type options struct {
+	timeout, stopGrace, restartDelay, shutdownTimeout time.Duration
+}
+
+func flagParse() { flag.Parse() }
+
+// renderErr executes one of the adapter's templates.
+func renderErr(name, text string, data templateData) (string, error) {
+	tmpl, err := template.New(name).Funcs(template.FuncMap{
+		"json": func(v any) (string, error) { b, err := json.Marshal(v); return string(b), err },
+	}).Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("adapter %s: %s: %v", adapter.file, name, err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("adapter %s: %s: %v", adapter.file, name, err)
+	}
+	return b.String(), nil
+}
+
+func render(t *testing.T, name, text string, data templateData) string {
+	t.Helper()
+	s, err := renderErr(name, text, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// renderPlain is render for setup, where there is no test yet; an error
+// leaves the word as it is, and the command fails on it visibly.
+func renderPlain(text string, data templateData) string {
+	s, err := renderErr("setup", text, data)
+	if err != nil {
+		return text
+	}
+	return s
+}
+
+// toolName is the name the gateway gives tool of server.
+func toolName(t *testing.T, server, tool string) string {
+	return render(t, "toolName", adapter.ToolName, templateData{Server: server, Tool: tool})
+}
+
+// shellQuote quotes words for a POSIX shell.
+func shellQuote(words []string) string {
+	var q []string
+	for _, w := range words {
+		q = append(q, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+	}
+	return strings.Join(q, " ")
+}
+
+// gateway is the gateway under test, running.
+type gateway struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	stateDir string
+	url      string
+	servers  []serverSpec
+	stdin    io.WriteCloser // with the stdio transport
+	stdio    *dispatcher    // answers read from the gateway's stdout
+
+	logMu sync.Mutex
+	log   bytes.Buffer
+
+	exited  chan struct{}
+	waitErr error
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startGateway renders the adapter's config for servers, starts the gateway,
+// and waits until every server in ready lists its tools. When the test ends
+// the gateway is killed if still running, and every process of its servers
+// is killed whatever the case found.
+func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...string) *gateway {
+	t.Helper()
+	if adapter.MaxServers > 0 && len(servers) > adapter.MaxServers {
+		skip(t, "the gateway runs at most %d server(s); this case needs %d", adapter.MaxServers, len(servers))
+	}
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{{"timeout", opts.timeout}, {"stopGrace", opts.stopGrace}, {"restartDelay", opts.restartDelay}, {"shutdownTimeout", opts.shutdownTimeout}} {
+		if s.d != 0 && !adapter.has(s.name) {
+			skip(t, "the adapter has no %s setting", s.name)
+		}
+	}
+	requireLinux(t)
+	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
+	t.Cleanup(func() { killMarked(g.stateDir) })
+
+	port := freePort(t)
+	data := templateData{Dir: adapter.dir, ConfigPath: filepath.Join(t.TempDir(), "config.json"), StateDir: g.stateDir, Port: port}
+	for _, s := range servers {
+		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
+		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...))})
+	}
+	set := func(d time.Duration, s *string, ms *int64) {
+		if d != 0 {
+			*s, *ms = d.String(), d.Milliseconds()
+		}
+	}
+	set(opts.timeout, &data.Timeout, &data.TimeoutMS)
+	set(opts.stopGrace, &data.StopGrace, &data.StopGraceMS)
+	set(opts.restartDelay, &data.RestartDelay, &data.RestartDelayMS)
+	set(opts.shutdownTimeout, &data.ShutdownTimeout, &data.ShutdownTimeoutMS)
+	if adapter.ConfigTemplate != "" {
+		os.WriteFile(data.ConfigPath, []byte(render(t, "configTemplate", adapter.ConfigTemplate, data)), 0o600)
+	}
+	g.url = render(t, "url", adapter.URL, data)
+	var argv []string
+	for i, a := range adapter.Command {
+		argv = append(argv, render(t, fmt.Sprintf("command[%d]", i), a, data))
+	}
+	g.cmd = exec.Command(argv[0], argv[1:]...)
+	g.cmd.Env = append(os.Environ(), adapter.Env...)
+	g.cmd.Stderr = &lockedWriter{mu: &g.logMu, w: &g.log}
+	var stdout io.Reader
+	if adapter.Transport == "stdio" {
+		g.stdin, _ = g.cmd.StdinPipe()
+		stdout, _ = g.cmd.StdoutPipe()
+		g.stdio = &dispatcher{}
+	} else {
+		g.cmd.Stdout = g.cmd.Stderr
+	}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatalf("starting the gateway: %v", err)
+	}
+	if stdout != nil {
+		go func() {
+			br := bufio.NewReaderSize(stdout, 1<<20)
+			for {
+				line, err := br.ReadBytes('\n')
+				if len(line) > 0 {
+					g.stdio.deliver(bytes.TrimSpace(line))
+				}
+				if err != nil {
+					g.stdio.fail(fmt.Errorf("the gateway's stdout ended: %v", err))
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		g.waitErr = g.cmd.Wait()
+		close(g.exited)
+	}()
+	t.Cleanup(func() {
+		g.cmd.Process.Kill()
+		<-g.exited
+		if t.Failed() {
+			t.Logf("the gateway's output:\n%s", g.output())
+		}
+	})
+	g.waitReady(ready)
+	return g
+}
+
+// output returns what the gateway wrote to stderr (and stdout, but with the
+// stdio transport).
+func (g *gateway) output() string {
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	return g.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(b)
+}
+
+// waitReady waits until the gateway lists the tools of every server named in
+// ready (by their "whoami" tool), polling, since gateways announce readiness
+// in ways of their own.
+func (g *gateway) waitReady(ready []string) {
+	g.t.Helper()
+	deadline := time.Now().Add(adapter.readyFor)
+	var last string
+	for time.Now().Before(deadline) {
+		select {
+		case <-g.exited:
+			g.t.Fatalf("the gateway exited before it was ready (%v)", g.waitErr)
+		default:
+		}
+		if s, err := g.trySession(); err == nil {
+			names, err := s.toolNames()
+			s.close()
+			if err == nil {
+				missing := ""
+				for _, server := range ready {
+					if !contains(names, toolName(g.t, server, server+"_whoami")) {
+						missing = server
+					}
+				}
+				if missing == "" {
+					return
+				}
+				last = fmt.Sprintf("server %s's tools are not listed yet", missing)
+			} else {
+				last = err.Error()
+			}
+		} else {
+			last = err.Error()
+		}
+		if adapter.Transport == "stdio" {
+			break // one session only: trySession already waited
+		}
+		time.Sleep(100 * time.Millisecond) // the gateway gives no signal to wait on
+	}
+	g.t.Fatalf("the gateway was not ready within %s: %s", adapter.readyFor, last)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// signal sends sig to the gateway process.
+func (g *gateway) signal(sig syscall.Signal) { g.cmd.Process.Signal(sig) }
+
+// waitExit waits up to d for the gateway to exit, and reports whether it did.
+func (g *gateway) waitExit(d time.Duration) bool {
+	select {
+	case <-g.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// --- the MCP client ---
+
+// session is one MCP session with the gateway.
+type session struct {
+	g    *gateway
+	conn conn
+}
+
+// conn carries JSON-RPC messages to the gateway and back.
+type conn interface {
+	// roundTrip sends a request whose raw ID is id and returns the raw
+	// answer with that ID.
+	roundTrip(ctx context.Context, msg []byte, id string) ([]byte, error)
+	notify(msg []byte) error
+	close()
+}
+
+// message is a JSON-RPC message as the suite reads it.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Method string `json:"method"`
+}
+
+// newSession opens a session and initializes it, failing the test on error.
+func (g *gateway) newSession() *session {
+	g.t.Helper()
+	s, err := g.trySession()
+	if err != nil {
+		g.t.Fatalf("opening a session: %v", err)
+	}
+	g.t.Cleanup(s.close)
+	return s
+}
+
+// trySession opens a session and initializes it.
+func (g *gateway) trySession() (*session, error) {
+	var c conn
+	var err error
+	switch adapter.Transport {
+	case "http":
+		c = &httpConn{url: g.url}
+	case "sse":
+		c, err = dialSSE(g.url)
+	case "stdio":
+		c = &stdioConn{w: g.stdin, d: g.stdio}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &session{g: g, conn: c}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.request(ctx, `0`, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]string{"name": "corral-conformance", "version": "1"}}); err != nil {
+		c.close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if err := c.notify([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err != nil {
+		c.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) close() { s.conn.close() }
+
+// request sends a request with the raw ID id and returns its answer. An
+// answer that is a JSON-RPC error is returned as a message.
+func (s *session) request(ctx context.Context, id, method string, params any) (*message, error) {
+	raw, err := s.rawRequest(ctx, id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	var m message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("answer is not JSON: %q", truncate(raw))
+	}
+	return &m, nil
+}
+
+// rawRequest is request returning the answer's bytes as received.
+func (s *session) rawRequest(ctx context.Context, id, method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, p)
+	return s.conn.roundTrip(ctx, []byte(msg), id)
+}
+
+// call calls a tool of server by the gateway's name for it.
+func (s *session) call(ctx context.Context, id, server, tool string, args any) (*message, error) {
+	return s.request(ctx, id, "tools/call", map[string]any{"name": toolName(s.g.t, server, server+"_"+tool), "arguments": args})
+}
+
+// text returns the text of a tool result, or describes why there is none.
+func (m *message) text() (string, error) {
+	if m.Error != nil {
+		return "", fmt.Errorf("error %d: %s", m.Error.Code, m.Error.Message)
+	}
+	var r struct {
+		Content []struct{ Text string } `json:"content"`
+		IsError bool                    `json:"isError"`
+	}
+	if err := json.Unmarshal(m.Result, &r); err != nil || len(r.Content) == 0 {
+		return "", fmt.Errorf("result without text: %s", truncate(m.Result))
+	}
+	if r.IsError {
+		return "", fmt.Errorf("tool error: %s", r.Content[0].Text)
+	}
+	return r.Content[0].Text, nil
+}
+
+// toolNames lists every tool through every page.
+func (s *session) toolNames() ([]string, error) {
+	var names []string
+	params := map[string]any{}
+	for range 1000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		m, err := s.request(ctx, `"list"`, "tools/list", params)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("tools/list: error %d: %s", m.Error.Code, m.Error.Message)
+		}
+		var r struct {
+			Tools      []struct{ Name string } `json:"tools"`
+			NextCursor string                  `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil {
+			return nil, fmt.Errorf("tools/list: %v", err)
+		}
+		for _, t := range r.Tools {
+			names = append(names, t.Name)
+		}
+		if r.NextCursor == "" {
+			return names, nil
+		}
+		params = map[string]any{"cursor": r.NextCursor}
+	}
+	return nil, fmt.Errorf("tools/list never ended")
+}
+
+func truncate(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "..."
+	}
+	return string(b)
+}
+
+// httpConn speaks Streamable HTTP.
+type httpConn struct {
+	url string
+	sid string
+	mu  sync.Mutex
+}
+
+// post sends body and returns the response. The caller closes its body.
+func (c *httpConn) post(ctx context.Context, body []byte, headers ...string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	c.mu.Lock()
+	if c.sid != "" {
+		req.Header.Set("Mcp-Session-Id", c.sid)
+	}
+	c.mu.Unlock()
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return http.DefaultClient.Do(req)
+}
+
+func (c *httpConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte, error) {
+	resp, err := c.post(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		c.mu.Lock()
+		c.sid = sid
+		c.mu.Unlock()
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return readSSEAnswer(resp.Body, id)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("HTTP %s: %s", resp.Status, truncate(body))
+	}
+	return bytes.TrimSpace(body), nil
+}
+
+func (c *httpConn) notify(msg []byte) error {
+	resp, err := c.post(context.Background(), msg)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil
+}
+
+func (c *httpConn) close() {
+	c.mu.Lock()
+	sid := c.sid
+	c.mu.Unlock()
+	if sid == "" {
+		return
+	}
+	req, _ := http.NewRequest("DELETE", c.url, nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// sseEvents reads server-sent events from r, calling f with each event's
+// name and data until f returns false or r ends.
+func sseEvents(r io.Reader, f func(event, data string) bool) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	event, data := "", ""
+	for {
+		line, err := br.ReadString('\n')
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "" && err == nil:
+			if data != "" && !f(event, strings.TrimSuffix(data, "\n")) {
+				return nil
+			}
+			event, data = "", ""
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[len("event:"):])
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimPrefix(line[len("data:"):], " ") + "\n"
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readSSEAnswer reads an SSE response until the message with raw ID id.
+func readSSEAnswer(r io.Reader, id string) ([]byte, error) {
+	var answer []byte
+	err := sseEvents(r, func(_, data string) bool {
+		var m message
+		if json.Unmarshal([]byte(data), &m) == nil && m.Method == "" && sameID(m.ID, id) {
+			answer = []byte(data)
+			return false
+		}
+		return true
+	})
+	if answer != nil {
+		return answer, nil
+	}
+	if err == nil || err == io.EOF {
+		err = fmt.Errorf("the event stream ended without an answer to %s", id)
+	}
+	return nil, err
+}
+
+// sameID reports whether a received raw ID is the one sent, as JSON values.
+func sameID(got json.RawMessage, sent string) bool {
+	var a, b any
+	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(sent), &b) == nil && fmt.Sprint(a) == fmt.Sprint(b) &&
+		(len(got) > 0 && len(sent) > 0 && (got[0] == '"') == (sent[0] == '"'))
+}
+
+// dispatcher matches answers read from a stream to the requests waiting.
+type dispatcher struct {
+	mu      sync.Mutex
+	waiting map[string]chan []byte
+	err     error
+}
+
+func (d *dispatcher) wait(id string) chan []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.waiting == nil {
+		d.waiting = map[string]chan []byte{}
+	}
+	c := make(chan []byte, 1)
+	d.waiting[canonicalID(id)] = c
+	return c
+}
+
+func (d *dispatcher) deliver(data []byte) {
+	var m message
+	if json.Unmarshal(data, &m) != nil || m.Method != "" || m.ID == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := canonicalID(string(m.ID))
+	if c, ok := d.waiting[key]; ok {
+		c <- data
+		delete(d.waiting, key)
+	}
+}
+
+// fail ends every wait with err.
+func (d *dispatcher) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.err = err
+	for id, c := range d.waiting {
+		close(c)
+		delete(d.waiting, id)
+	}
+}
+
+func (d *dispatcher) await(ctx context.Context, c chan []byte) ([]byte, error) {
+	select {
+	case b, ok := <-c:
+		if !ok {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return nil, d.err
+		}
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func canonicalID(raw string) string {
+	var v any
+	if json.Unmarshal([]byte(raw), &v) != nil {
+		return raw
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// sseConn speaks the legacy HTTP+SSE transport (2024-11-05).
+type sseConn struct {
+	endpoint string
+	body     io.Closer
+	d        dispatcher
+}
+
+func dialSSE(url string) (*sseConn, error) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	c := &sseConn{body: resp.Body}
+	endpoint := make(chan string, 1)
+	go func() {
+		err := sseEvents(resp.Body, func(event, data string) bool {
+			if event == "endpoint" {
+				endpoint <- data
+				return true
+			}
+			c.d.deliver([]byte(data))
+			return true
+		})
+		c.d.fail(fmt.Errorf("the event stream ended: %v", err))
+	}()
+	select {
+	case e := <-endpoint:
+		u, err := resp.Request.URL.Parse(e)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.endpoint = u.String()
+		return c, nil
+	case <-time.After(10 * time.Second):
+		c.close()
+		return nil, fmt.Errorf("no endpoint event from %s", url)
+	}
+}
+
+func (c *sseConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte, error) {
+	wait := c.d.wait(id)
+	if err := c.notify(msg); err != nil {
+		return nil, err
+	}
+	return c.d.await(ctx, wait)
+}
+
+func (c *sseConn) notify(msg []byte) error {
+	resp, err := http.Post(c.endpoint, "application/json", bytes.NewReader(msg))
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST: %s: %s", resp.Status, truncate(body))
+	}
+	return nil
+}
+
+func (c *sseConn) close() { c.body.Close() }
+
+// stdioConn speaks MCP over the gateway's own stdin and stdout.
+type stdioConn struct {
+	mu sync.Mutex
+	w  io.Writer
+	d  *dispatcher
+}
+
+func (c *stdioConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte, error) {
+	wait := c.d.wait(id)
+	if err := c.notify(msg); err != nil {
+		return nil, err
+	}
+	return c.d.await(ctx, wait)
+}
+
+func (c *stdioConn) notify(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.w.Write(append(append([]byte(nil), msg...), '\n'))
+	return err
+}
+
+func (c *stdioConn) close() {}
