@@ -118,6 +118,7 @@ type templateServer struct {
 // templateData is what adapter templates see.
 type templateData struct {
 	Dir, ConfigPath, StateDir, URL    string
+	CaseDir                           string // a directory of the case's own, for the gateway's files
 	Port                              int
 	Servers                           []templateServer
 	Timeout, StopGrace                string // Go durations; empty unless the case sets them
@@ -202,7 +203,7 @@ type gateway struct {
 }
 
 // freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +234,8 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	t.Cleanup(func() { killMarked(g.stateDir) })
 
 	port := freePort(t)
-	data := templateData{Dir: adapter.dir, ConfigPath: filepath.Join(t.TempDir(), "config.json"), StateDir: g.stateDir, Port: port}
+	caseDir := t.TempDir()
+	data := templateData{Dir: adapter.dir, CaseDir: caseDir, ConfigPath: filepath.Join(caseDir, "config.json"), StateDir: g.stateDir, Port: port}
 	for _, s := range servers {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
@@ -254,7 +256,11 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	g.url = render(t, "url", adapter.URL, data)
 	var argv []string
 	for i, a := range adapter.Command {
-		argv = append(argv, render(t, fmt.Sprintf("command[%d]", i), a, data))
+		// A word that renders empty is left out: how a template says
+		// "no such flag unless the case sets it".
+		if w := render(t, fmt.Sprintf("command[%d]", i), a, data); w != "" {
+			argv = append(argv, w)
+		}
 	}
 	g.cmd = exec.Command(argv[0], argv[1:]...)
 	g.cmd.Env = append(os.Environ(), adapter.Env...)
