@@ -274,7 +274,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		g.cmd.Stdout = g.cmd.Stderr
 	}
 	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("starting the gateway: %v", err)
+		fatal(t, "starting the gateway: %v", err)
 	}
 	if stdout != nil {
 		go func() {
@@ -335,7 +335,7 @@ func (g *gateway) waitReady(ready []string) {
 	for time.Now().Before(deadline) {
 		select {
 		case <-g.exited:
-			g.t.Fatalf("the gateway exited before it was ready (%v)", g.waitErr)
+			fatal(g.t, "the gateway exited before it was ready (%v)", g.waitErr)
 		default:
 		}
 		if s, err := g.trySession(); err == nil {
@@ -363,7 +363,7 @@ func (g *gateway) waitReady(ready []string) {
 		}
 		time.Sleep(100 * time.Millisecond) // the gateway gives no signal to wait on
 	}
-	g.t.Fatalf("the gateway was not ready within %s: %s", adapter.readyFor, last)
+	fatal(g.t, "the gateway was not ready within %s: %s", adapter.readyFor, last)
 }
 
 func contains(list []string, s string) bool {
@@ -421,7 +421,7 @@ func (g *gateway) newSession() *session {
 	g.t.Helper()
 	s, err := g.trySession()
 	if err != nil {
-		g.t.Fatalf("opening a session: %v", err)
+		fatal(g.t, "opening a session: %v", err)
 	}
 	g.t.Cleanup(s.close)
 	return s
