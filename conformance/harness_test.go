@@ -264,6 +264,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	}
 	g.cmd = exec.Command(argv[0], argv[1:]...)
 	g.cmd.Env = append(os.Environ(), adapter.Env...)
+	// A descendant the gateway leaks may hold its stderr open forever; Wait
+	// must not wait for it.
+	g.cmd.WaitDelay = 2 * time.Second
 	g.cmd.Stderr = &lockedWriter{mu: &g.logMu, w: &g.log}
 	var stdout io.Reader
 	if adapter.Transport == "stdio" {
@@ -545,6 +548,11 @@ func truncate(b []byte) string {
 	return string(b)
 }
 
+// shortClient is for requests that must answer at once (notifications,
+// DELETE, opening an SSE stream): a gateway that hangs on them fails the
+// case instead of hanging the suite.
+var shortClient = &http.Client{Timeout: 15 * time.Second}
+
 // httpConn speaks Streamable HTTP.
 type httpConn struct {
 	url string
@@ -596,7 +604,9 @@ func (c *httpConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte
 }
 
 func (c *httpConn) notify(msg []byte) error {
-	resp, err := c.post(context.Background(), msg)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := c.post(ctx, msg)
 	if err != nil {
 		return err
 	}
@@ -614,7 +624,7 @@ func (c *httpConn) close() {
 	}
 	req, _ := http.NewRequest("DELETE", c.url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
+	if resp, err := shortClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -741,21 +751,28 @@ func canonicalID(raw string) string {
 type sseConn struct {
 	endpoint string
 	body     io.Closer
+	cancel   context.CancelFunc
 	d        dispatcher
 }
 
 func dialSSE(url string) (*sseConn, error) {
-	req, _ := http.NewRequest("GET", url, nil)
+	// The stream lives as long as the connection; close cancels it.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Accept", "text/event-stream")
+	headers := time.AfterFunc(15*time.Second, cancel) // a gateway that never answers
 	resp, err := http.DefaultClient.Do(req)
+	headers.Stop()
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	if resp.StatusCode != 200 {
 		resp.Body.Close()
+		cancel()
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	c := &sseConn{body: resp.Body}
+	c := &sseConn{body: resp.Body, cancel: cancel}
 	endpoint := make(chan string, 1)
 	go func() {
 		err := sseEvents(resp.Body, func(event, data string) bool {
@@ -777,7 +794,7 @@ func dialSSE(url string) (*sseConn, error) {
 		}
 		c.endpoint = u.String()
 		return c, nil
-	case <-time.After(10 * time.Second):
+	case <-time.After(15 * time.Second):
 		c.close()
 		return nil, fmt.Errorf("no endpoint event from %s", url)
 	}
@@ -792,7 +809,7 @@ func (c *sseConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte,
 }
 
 func (c *sseConn) notify(msg []byte) error {
-	resp, err := http.Post(c.endpoint, "application/json", bytes.NewReader(msg))
+	resp, err := shortClient.Post(c.endpoint, "application/json", bytes.NewReader(msg))
 	if err != nil {
 		return err
 	}
@@ -804,7 +821,7 @@ func (c *sseConn) notify(msg []byte) error {
 	return nil
 }
 
-func (c *sseConn) close() { c.body.Close() }
+func (c *sseConn) close() { c.cancel(); c.body.Close() }
 
 // stdioConn speaks MCP over the gateway's own stdin and stdout.
 type stdioConn struct {
