@@ -507,17 +507,22 @@ func (g *Gateway) unknownTool(name string) string {
 // callTool routes tools/call to the backend that owns the tool, with the
 // server's own name for it, and returns the answer with the client's ID.
 func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
-	var fields map[string]json.RawMessage
-	var name string
-	if err := json.Unmarshal(msg.Params, &fields); err != nil || json.Unmarshal(fields["name"], &name) != nil || name == "" {
+	var p struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
 	}
+	name := p.Name
 	t := g.lookupTool(ctx, name)
 	if t == nil {
 		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: g.unknownTool(name)})
 	}
 	params := msg.Params
 	if t.orig != name {
+		// Renamed by a prefix or a collision: the server gets its own name.
+		var fields map[string]json.RawMessage
+		json.Unmarshal(msg.Params, &fields) // an object: decoded above
 		fields["name"], _ = json.Marshal(t.orig)
 		params, _ = json.Marshal(fields)
 	}
