@@ -317,7 +317,7 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 // handle serves one message from a session and returns the answer to send
 // back, or nil when the message needs none. ctx ends when the client goes
 // away.
-func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) []byte {
+func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 	if msg.Method == "" {
 		return nil // an answer to a request corral never sends
 	}
@@ -354,13 +354,13 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) []byte {
 		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
 	}
 	if err != nil {
-		return encodeErrorResponse(msg.ID, asWireError(err))
+		return errorReply(msg.ID, asWireError(err))
 	}
 	raw, ok := result.(json.RawMessage)
 	if !ok {
 		raw, _ = json.Marshal(result)
 	}
-	return encodeResponse(msg.ID, raw)
+	return resultReply(msg.ID, raw)
 }
 
 func asWireError(err error) *wireError {
@@ -506,17 +506,17 @@ func (g *Gateway) unknownTool(name string) string {
 
 // callTool routes tools/call to the backend that owns the tool, with the
 // server's own name for it, and returns the answer with the client's ID.
-func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
+func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) *reply {
 	var p struct {
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
-		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
+		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
 	}
 	name := p.Name
 	t := g.lookupTool(ctx, name)
 	if t == nil {
-		return encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams, Message: g.unknownTool(name)})
+		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: g.unknownTool(name)})
 	}
 	params := msg.Params
 	if t.orig != name {
@@ -532,18 +532,18 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) []byte {
 	answer, err := t.backend.call(ctx, "tools/call", params)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return encodeErrorResponse(msg.ID, &wireError{Code: codeTimeout,
+		return errorReply(msg.ID, &wireError{Code: codeTimeout,
 			Message: fmt.Sprintf("server %q did not answer tools/call %q within %s (requestTimeout); corral cancelled the request", t.backend.name, name, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):
-		return encodeErrorResponse(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.cfg.ShutdownTimeout.D()))
+		return errorReply(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.cfg.ShutdownTimeout.D()))
 	case errors.Is(err, context.Canceled):
-		return encodeErrorResponse(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
+		return errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
 	case err != nil:
-		return encodeErrorResponse(msg.ID, asWireError(err))
+		return errorReply(msg.ID, asWireError(err))
 	case answer.Error != nil:
-		return encodeErrorResponse(msg.ID, answer.Error)
+		return errorReply(msg.ID, answer.Error)
 	}
-	return encodeResponse(msg.ID, answer.Result)
+	return resultReply(msg.ID, answer.Result)
 }
 
 // healthReport is the body of /healthz.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -173,19 +174,13 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer := h.gw.handle(r.Context(), s.session, msg)
-	if msg.Method == "initialize" && !isResult(answer) {
+	if msg.Method == "initialize" && answer.result == nil {
 		h.endSession(s)
 		w.Header().Del("Mcp-Session-Id")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(answer)
-}
-
-func isResult(answer []byte) bool {
-	var m struct {
-		Result json.RawMessage `json:"result"`
-	}
-	return json.Unmarshal(answer, &m) == nil && m.Result != nil
+	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
+	answer.WriteTo(w)
 }
 
 // lookupSession returns the session named by the request's Mcp-Session-Id, or

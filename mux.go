@@ -238,23 +238,142 @@ func (m *mux) readLoop(r io.Reader, maxLine int) error {
 
 // dispatch routes one line from the server.
 func (m *mux) dispatch(line []byte) {
-	var msg wireMsg
-	if err := json.Unmarshal(line, &msg); err != nil {
+	msg, err := decodeServerLine(line)
+	if err != nil {
 		m.log.Warn("skipping a line on stdout that is not JSON-RPC", "line", truncate(line, 200), "err", err)
 		return
 	}
 	switch {
 	case msg.Method != "" && msg.ID != nil:
-		m.answerServerRequest(&msg)
+		m.answerServerRequest(msg)
 	case msg.Method != "":
 		if m.onNotify != nil {
-			m.onNotify(&msg)
+			m.onNotify(msg)
 		}
 	case msg.ID != nil && (msg.Result != nil || msg.Error != nil):
-		m.deliver(&msg)
+		m.deliver(msg)
 	default:
 		m.log.Warn("skipping a message that is neither a request, a notification nor an answer", "line", truncate(line, 200))
 	}
+}
+
+// decodeServerLine decodes a line from a server. Params and Result are
+// slices of line itself, not copies: a server's answer may be tens of
+// megabytes, and is passed on to the client from the line it arrived in.
+// The line is validated as a whole first.
+func decodeServerLine(line []byte) (*wireMsg, error) {
+	if !json.Valid(line) {
+		return nil, errors.New("invalid JSON")
+	}
+	var msg wireMsg
+	var err error
+	members(line, func(key string, value []byte) {
+		if err != nil {
+			return
+		}
+		switch key {
+		case "jsonrpc":
+			err = json.Unmarshal(value, &msg.JSONRPC)
+		case "id":
+			msg.ID = json.RawMessage(value)
+		case "method":
+			err = json.Unmarshal(value, &msg.Method)
+		case "params":
+			msg.Params = json.RawMessage(value)
+		case "result":
+			msg.Result = json.RawMessage(value)
+		case "error":
+			msg.Error = new(wireError)
+			err = json.Unmarshal(value, msg.Error)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if string(msg.ID) == "null" {
+		msg.ID = nil
+	}
+	return &msg, nil
+}
+
+// members calls f with the name and raw value of each member of the JSON
+// object in data, which must be valid JSON; it does nothing if data is not
+// an object. Member names with escapes are passed as written.
+func members(data []byte, f func(key string, value []byte)) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != '"' {
+			return // '}' or the end
+		}
+		end := skipString(data, i)
+		key := string(data[i+1 : end-1])
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // past ':'
+		start := i
+		i = skipValue(data, i)
+		f(key, data[start:i])
+		i = skipSpace(data, i)
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i++
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at data[i].
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the value starting at data[i].
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			i = skipString(data, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
 }
 
 // deliver hands an answer to the caller waiting for it.
@@ -349,6 +468,51 @@ func appendMethodParams(b []byte, method string, params json.RawMessage) ([]byte
 		b = append(b, params...)
 	}
 	return append(b, "}\n"...), nil
+}
+
+// reply is an answer for a client. A server's result stays the slice of the
+// line it arrived in and is written out after head, never copied into one
+// buffer with it: a result may be tens of megabytes.
+type reply struct {
+	head   []byte // the message up to its result, or the whole message
+	result []byte // if not nil, written after head and followed by "}"
+}
+
+// resultReply returns the answer to request id with a result.
+func resultReply(id, result json.RawMessage) *reply {
+	head := make([]byte, 0, len(id)+32)
+	head = append(head, `{"jsonrpc":"2.0","id":`...)
+	head = append(head, id...)
+	head = append(head, `,"result":`...)
+	return &reply{head: head, result: result}
+}
+
+// errorReply returns the answer to request id (null if empty) with an error.
+func errorReply(id json.RawMessage, e *wireError) *reply {
+	return &reply{head: encodeErrorResponse(id, e)}
+}
+
+// len returns the number of bytes WriteTo writes.
+func (r *reply) len() int {
+	if r.result == nil {
+		return len(r.head)
+	}
+	return len(r.head) + len(r.result) + 1
+}
+
+// WriteTo writes the message to w, without a newline.
+func (r *reply) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(r.head)
+	if err != nil || r.result == nil {
+		return int64(n), err
+	}
+	m, err := w.Write(r.result)
+	n += m
+	if err != nil {
+		return int64(n), err
+	}
+	m, err = w.Write([]byte{'}'})
+	return int64(n + m), err
 }
 
 // encodeResponse returns a result message for id, without a newline.

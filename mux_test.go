@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -313,5 +314,50 @@ func TestLineReaderHonoursItsMaximum(t *testing.T) {
 	want := []string{"5 bytes", fmt.Sprintf("%d bytes", len(long)), "too long, id 5", "4 bytes"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("lines read = %q, want %q", got, want)
+	}
+}
+
+func TestDecodeServerLineAgreesWithEncodingJSON(t *testing.T) {
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"a \"quoted\" }, ] text"}]}}`,
+		` { "result" : [1, {"id": 9}, "x"] , "id" : "s\"7" , "jsonrpc" : "2.0" } `,
+		`{"jsonrpc":"2.0","id":-3,"error":{"code":-32601,"message":"no","data":{"k":[true,null]}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"result":0}`,
+		`{"jsonrpc":"2.0","id":1,"result":"\\\\"}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`,
+	} {
+		t.Run(line, func(t *testing.T) {
+			got, err := decodeServerLine([]byte(line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want wireMsg
+			if err := json.Unmarshal([]byte(line), &want); err != nil {
+				t.Fatal(err)
+			}
+			if string(want.ID) == "null" {
+				want.ID = nil
+			}
+			compact := func(b []byte) string {
+				if b == nil {
+					return "<nil>"
+				}
+				var buf bytes.Buffer
+				json.Compact(&buf, b)
+				return buf.String()
+			}
+			if compact(got.ID) != compact(want.ID) || got.Method != want.Method || compact(got.Params) != compact(want.Params) ||
+				compact(got.Result) != compact(want.Result) || (got.Error == nil) != (want.Error == nil) ||
+				(got.Error != nil && (got.Error.Code != want.Error.Code || got.Error.Message != want.Error.Message)) {
+				t.Errorf("decodeServerLine = %+v, encoding/json = %+v", got, want)
+			}
+		})
+	}
+	for _, bad := range []string{`not json`, `{"id":1,`, `[1,2]`} {
+		if msg, err := decodeServerLine([]byte(bad)); err == nil && msg.ID != nil {
+			t.Errorf("decodeServerLine(%q) = %+v, want an error or nothing routable", bad, msg)
+		}
 	}
 }

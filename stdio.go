@@ -364,31 +364,40 @@ func (lr *lineReader) next() ([]byte, error) {
 	case err != nil && err != bufio.ErrBufferFull:
 		return nil, err
 	}
-	// Longer than the reader's buffer: gather it, up to the maximum.
-	buf := append(make([]byte, 0, 2*len(s)), s...)
-	for len(trimEOL(buf)) <= lr.max && err == bufio.ErrBufferFull {
+	// Longer than the reader's buffer: gather it in pieces, up to the
+	// maximum, and join them once at the line's exact size (growing one
+	// buffer by doubling would peak near three times the line).
+	chunks := [][]byte{bytes.Clone(s)}
+	size := len(s)
+	for size <= lr.max+2 && err == bufio.ErrBufferFull {
 		s, err = lr.br.ReadSlice('\n')
-		buf = append(buf, s...)
+		chunks = append(chunks, bytes.Clone(s))
+		size += len(s)
 	}
-	if len(trimEOL(buf)) <= lr.max {
-		if err != nil && (err != io.EOF || len(buf) == 0) {
-			return nil, err
+	if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
+		return nil, err
+	}
+	if size <= lr.max+2 {
+		if line := trimEOL(bytes.Join(chunks, nil)); len(line) <= lr.max {
+			return line, nil
 		}
-		return trimEOL(buf), nil
 	}
 	// Too long: skip to the end of the line, looking for its ID on the way.
 	var sc idScanner
-	sc.feed(buf)
-	size := int64(len(buf))
+	for _, c := range chunks {
+		sc.feed(c)
+	}
+	chunks = nil
+	total := int64(size)
 	for err == bufio.ErrBufferFull {
 		s, err = lr.br.ReadSlice('\n')
 		sc.feed(s)
-		size += int64(len(s))
+		total += int64(len(s))
 	}
 	if err != nil && err != io.EOF {
 		return nil, err
 	}
-	return nil, &lineTooLongError{size: size, max: lr.max, id: sc.id()}
+	return nil, &lineTooLongError{size: total, max: lr.max, id: sc.id()}
 }
 
 func trimEOL(b []byte) []byte {
@@ -522,19 +531,22 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 
 	// One writer owns out. Answers wait for it; notifications are dropped
 	// when it is behind, like on an HTTP session's stream.
-	lines := make(chan []byte, sessionEventBuffer)
+	lines := make(chan *reply, sessionEventBuffer)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
+		bw := bufio.NewWriterSize(out, 64<<10)
 		for msg := range lines {
-			if _, err := out.Write(append(msg, '\n')); err != nil {
+			msg.WriteTo(bw)
+			bw.WriteByte('\n')
+			if err := bw.Flush(); err != nil {
 				log.Warn("writing to stdout", "err", err)
 			}
 		}
 	}()
 	s := gw.newSession(func(msg []byte) {
 		select {
-		case lines <- bytes.Clone(msg):
+		case lines <- &reply{head: msg}:
 		default:
 		}
 	})
@@ -581,7 +593,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 			var tooLong *lineTooLongError
 			switch {
 			case errors.As(r.err, &tooLong):
-				lines <- encodeErrorResponse(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})
+				lines <- errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})
 				continue
 			case r.err == io.EOF:
 				log.Info("stdin closed: the client has gone")
@@ -601,7 +613,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 				if msg != nil {
 					id = msg.ID
 				}
-				lines <- encodeErrorResponse(id, werr)
+				lines <- errorReply(id, werr)
 				continue
 			}
 			if msg.ID == nil || msg.Method == "" {

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"sort"
@@ -23,8 +23,9 @@ import (
 // The benchmarks measure a gateway the same way whatever it is, through its
 // adapter, next to two baselines measured in the same run:
 //
-//   - the HTTP floor: a plain net/http handler answering a canned tools/call
-//     result, the cost of an HTTP round trip with no gateway and no server;
+//   - the HTTP floor: a plain net/http handler, in a process of its own,
+//     answering a canned tools/call result: the cost of an HTTP round trip
+//     to another process, with no gateway and no server;
 //   - direct stdio: the same tools/call written straight to fakeserver's
 //     stdin, the cost of the server with no gateway and no HTTP.
 //
@@ -97,16 +98,43 @@ func drive(b *testing.B, n, c int, call func(worker, i int) error) (*latencies, 
 	return &l, time.Since(start)
 }
 
-// httpFloor starts a plain handler answering a canned result.
+// floorHandler answers every request with a canned tools/call result.
+func floorHandler(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`))
+}
+
+// floorEnv, when set in the environment of this test binary, makes it serve
+// floorHandler on the address it names instead of running tests: the floor
+// runs in a process of its own, as every gateway does, so that it pays the
+// same cross-process costs.
+const floorEnv = "CONFORMANCE_HTTP_FLOOR"
+
+func serveFloor(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("ready") // the parent waits for this line
+	http.Serve(ln, http.HandlerFunc(floorHandler))
+}
+
+// httpFloor starts the floor in a child process and returns its URL.
 func httpFloor(b *testing.B) string {
-	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	}))
-	b.Cleanup(ts.Close)
-	return ts.URL
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), floorEnv+"="+addr)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		b.Fatalf("the HTTP floor did not start: %q, %v", line, err)
+	}
+	return "http://" + addr
 }
 
 // postCall posts one tools/call and reads the whole answer.

@@ -105,6 +105,10 @@ func platform() string {
 }
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(floorEnv); addr != "" {
+		serveFloor(addr) // this process is the benchmarks' HTTP floor
+		return
+	}
 	flagParse()
 	code, err := setup()
 	if err != nil {
