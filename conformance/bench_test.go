@@ -230,8 +230,12 @@ func BenchmarkToolsCall(b *testing.B) {
 			b.ResetTimer()
 			floor, floorWall := drive(b, n, c, func(_, i int) error { return postCall(client, floorURL, "", fmt.Sprintf(benchEcho, i, "x")) })
 			dl, directWall := drive(b, n, c, func(_, i int) error { return direct.call(i, fmt.Sprintf(benchEcho, i, "direct_echo")) })
+			gwCPU, srvCPU := cpuTime(g.cmd.Process.Pid), cpuTime(g.serverPID(b, "bench"))
 			gl, gwWall := drive(b, n, c, func(_, i int) error { return postCall(client, g.url, sid, fmt.Sprintf(benchEcho, i, tool)) })
+			gwCPU, srvCPU = cpuTime(g.cmd.Process.Pid)-gwCPU, cpuTime(g.serverPID(b, "bench"))-srvCPU
 			b.StopTimer()
+			b.ReportMetric(float64(gwCPU.Microseconds())/float64(n), "gw-cpu-µs/call")
+			b.ReportMetric(float64(srvCPU.Microseconds())/float64(n), "server-cpu-µs/call")
 
 			fps, f50, f99 := floor.stats(floorWall)
 			dps, d50, d99 := dl.stats(directWall)
@@ -250,6 +254,31 @@ func BenchmarkToolsCall(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// cpuTime returns the user and system CPU time process pid has used, from
+// /proc (in clock ticks of 10ms).
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// serverPID returns the PID of the server process named name.
+func (g *benchGateway) serverPID(b *testing.B, name string) int {
+	starts := serverStarts(g.dir, name)
+	if len(starts) == 0 {
+		b.Fatalf("no process of server %s", name)
+	}
+	return starts[len(starts)-1].PID
 }
 
 // benchGateway is a gateway started for a benchmark.
@@ -436,11 +465,23 @@ func BenchmarkStartup(b *testing.B) {
 			slowest = max(slowest, time.Since(start))
 		}
 		killMarked(dir)
+		// The same 20 started directly and all at once: on a machine with
+		// few cores their startups compete for CPU, gateway or not.
 		start := time.Now()
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() { defer wg.Done(); startDirect(b, dir) }()
+		}
+		wg.Wait()
+		parallel := time.Since(start)
+		killMarked(dir)
+		start = time.Now()
 		startBenchGateway(b, specs)
 		all := time.Since(start)
 		b.ReportMetric(float64(all.Milliseconds()), "20-servers-ready-ms")
 		b.ReportMetric(float64(slowest.Microseconds())/1000, "slowest-single-ms")
+		b.ReportMetric(float64(parallel.Microseconds())/1000, "20-direct-parallel-ms")
 		b.ReportMetric(float64((all - slowest).Milliseconds()), "overhead-ms")
 		b.ReportMetric(0, "ns/op")
 	}
