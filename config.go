@@ -185,6 +185,29 @@ const (
 	defaultMaxMissedPings  = 3
 )
 
+// resolved returns the config as corral runs it, every default filled in,
+// as indented JSON, with the values of env masked: they are often secrets.
+func (c *Config) resolved() []byte {
+	out := *c
+	out.MCPServers = map[string]*ServerConfig{}
+	for name, s := range c.MCPServers {
+		r := *s
+		r.Supervision = c.supervision(s)
+		r.RequestTimeout = Duration(c.requestTimeout(s))
+		r.MaxInFlight = c.maxInFlight(s)
+		if len(s.Env) > 0 {
+			r.Env = map[string]string{}
+			for k := range s.Env {
+				r.Env[k] = "****"
+			}
+		}
+		out.MCPServers[name] = &r
+	}
+	out.Supervision = c.supervision(&ServerConfig{})
+	b, _ := json.MarshalIndent(&out, "", "  ")
+	return append(b, '\n')
+}
+
 // supervision returns the settings for server s: its own where set, else the
 // top level's, else the defaults.
 func (c *Config) supervision(s *ServerConfig) Supervision {

@@ -45,11 +45,19 @@ func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
 	os.WriteFile(path, []byte(configJSON), 0o600)
 	cmd := exec.Command(corralBin, append([]string{"-config", path}, args...)...)
 	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
+	// A pipe of our own for stdout: Wait would close a StdoutPipe's read
+	// end, and a test may read what corral wrote after it exited.
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = stdoutW
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stdoutW.Close()
+	t.Cleanup(func() { stdout.Close() })
 	c := &corralProc{t: t, cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), dir: dir,
 		logged: make(chan struct{}), exited: make(chan struct{})}
 	logDone := make(chan struct{})
@@ -296,4 +304,37 @@ func TestCallsCutOffAtShutdownGetAnError(t *testing.T) {
 		t.Errorf("corral exited with %d, want 0", code)
 	}
 	requireGone(t, c.dir)
+}
+
+func TestCheckPrintsTheResolvedConfigOrEveryError(t *testing.T) {
+	t.Parallel()
+	ok := startCorral(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"],"env":{"TOKEN":"s3cret"}}}}`, "-check")
+	if code := ok.waitExit(20 * time.Second); code != 0 {
+		t.Fatalf("-check on a good config exited %d", code)
+	}
+	out, _ := io.ReadAll(ok.stdout)
+	for _, want := range []string{": ok", `"restartDelay": "1s"`, `"maxInFlight": 1024`, `"TOKEN": "****"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-check output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "s3cret") {
+		t.Errorf("-check printed a secret env value:\n%s", out)
+	}
+	if procs := fakeProcesses(t, ok.dir); len(procs) != 0 {
+		t.Errorf("-check started %d servers", len(procs))
+	}
+
+	bad := startCorral(t, `{"maxRestarts":-1,"mcpServers":{"a": {"comand":"x"}, "b": {"command":"x","restartDely":"1s"}}}`, "-check")
+	if code := bad.waitExit(20 * time.Second); code != 2 {
+		t.Errorf("-check on a bad config exited %d, want 2", code)
+	}
+	bad.mu.Lock()
+	log := strings.Join(bad.log, "\n")
+	bad.mu.Unlock()
+	for _, want := range []string{`maxRestarts: must not be negative`, `mcpServers.a: unknown field "comand"`, `mcpServers.b: unknown field "restartDely"; did you mean "restartDelay"?`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("-check errors lack %q:\n%s", want, log)
+		}
+	}
 }

@@ -19,9 +19,9 @@ import (
 // ping and tools/list itself and routes tools/call to the backend that owns
 // the tool. Its methods are safe for concurrent use.
 type Gateway struct {
-	cfg      *Config
+	cfg      *Config // replaced by Reload; read it with config
 	log      *slog.Logger
-	backends []*backend // sorted by name
+	backends []*backend // sorted by name; replaced whole by Reload, never changed in place
 	instance string     // the marker of this gateway's processes; see newInstanceID
 	reaper   *orphanReaper
 
@@ -37,6 +37,9 @@ type Gateway struct {
 	// logHealth, when set, logs a summary of every backend's state each
 	// time it changes: with -stdio there is no /healthz to ask.
 	logHealth bool
+
+	// reloadMu orders Reload and Stop.
+	reloadMu sync.Mutex
 
 	mu         sync.Mutex
 	lastHealth string // the last summary logged
@@ -55,14 +58,120 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(g, s))
+		g.backends = append(g.backends, newBackend(g, cfg, s))
 	}
 	return g
 }
 
+// backendList returns the backends, sorted by name.
+func (g *Gateway) backendList() []*backend {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.backends
+}
+
+// config returns the config in force.
+func (g *Gateway) config() *Config {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cfg
+}
+
+// reloadReport says what a reload did.
+type reloadReport struct {
+	Added, Removed, Changed, Kept []string
+	NeedRestart                   []string // settings that take effect only when corral restarts
+}
+
+// Reload applies cfg, a new config, where it differs from the one in force:
+// servers it adds are started, servers it removes are stopped with the stop
+// ladder, servers whose settings changed are stopped and started again, and
+// the others, with their calls in flight, are left alone. Settings read at
+// each request (requestTimeout, maxRequestBytes, allowedOrigins,
+// shutdownTimeout) apply at once; listen needs a restart and keeps its old
+// value. Reload blocks until the removed and changed servers are stopped.
+func (g *Gateway) Reload(cfg *Config) reloadReport {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	var r reloadReport
+	g.mu.Lock()
+	old, oldCfg, closed := g.backends, g.cfg, g.closed
+	g.mu.Unlock()
+	if closed {
+		return r
+	}
+	if cfg.Listen != oldCfg.Listen {
+		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("listen (%s -> %s)", oldCfg.Listen, cfg.Listen))
+		cfg.Listen = oldCfg.Listen
+	}
+	byName := map[string]*backend{}
+	for _, b := range old {
+		byName[b.name] = b
+	}
+	var next, stopping, starting []*backend
+	for _, s := range cfg.Servers() {
+		b := byName[s.Name()]
+		delete(byName, s.Name())
+		if b != nil && fingerprint(oldCfg, b.cfg) == fingerprint(cfg, s) {
+			next = append(next, b)
+			r.Kept = append(r.Kept, s.Name())
+			continue
+		}
+		nb := newBackend(g, cfg, s)
+		next = append(next, nb)
+		starting = append(starting, nb)
+		if b != nil {
+			stopping = append(stopping, b)
+			r.Changed = append(r.Changed, s.Name())
+		} else {
+			r.Added = append(r.Added, s.Name())
+		}
+	}
+	for _, b := range old {
+		if byName[b.name] != nil {
+			stopping = append(stopping, b)
+			r.Removed = append(r.Removed, b.name)
+		}
+	}
+	g.mu.Lock()
+	g.cfg, g.backends = cfg, next
+	g.mu.Unlock()
+	g.rebuildCatalog()
+
+	// Old processes go first, so that a changed server never runs twice.
+	var wg sync.WaitGroup
+	for _, b := range stopping {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.stop(nil)
+		}()
+	}
+	wg.Wait()
+	for _, b := range starting {
+		b.start()
+	}
+	return r
+}
+
+// fingerprint sums up what running server s under cfg means; a server whose
+// fingerprint changed must be restarted for a new config to apply to it.
+func fingerprint(cfg *Config, s *ServerConfig) string {
+	b, _ := json.Marshal(struct {
+		Command, Cwd, Prefix string
+		Args                 []string
+		Env                  map[string]string
+		MaxInFlight          int
+		Sup                  Supervision
+		Start, Stop, Kill    Duration
+		MaxLine              int64
+	}{s.Command, s.Cwd, s.Prefix, s.Args, s.Env, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+	return string(b)
+}
+
 // Start starts every backend in parallel and returns at once.
 func (g *Gateway) Start() {
-	for _, b := range g.backends {
+	for _, b := range g.backendList() {
 		b.start()
 	}
 }
@@ -78,11 +187,13 @@ func (g *Gateway) CutOff() { g.cutOff() }
 // all their processes are gone. Closing hurry makes the ladders skip their
 // waits. No session is notified of anything after Stop begins.
 func (g *Gateway) Stop(hurry <-chan struct{}) {
+	g.reloadMu.Lock() // a reload under way finishes first: it may be starting servers
+	defer g.reloadMu.Unlock()
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, b := range g.backends {
+	for _, b := range g.backendList() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -138,7 +249,7 @@ func (g *Gateway) backendChanged() {
 // rebuildCatalog recomputes the catalog from the backends' tool lists and
 // tells every session when it changed.
 func (g *Gateway) rebuildCatalog() {
-	cat, collisions := buildCatalog(g.backends)
+	cat, collisions := buildCatalog(g.backendList())
 	g.mu.Lock()
 	changed := !sameCatalog(g.cat, cat)
 	g.cat = cat
@@ -466,7 +577,7 @@ func (g *Gateway) listTools(ctx context.Context, params json.RawMessage) (any, e
 // waitFirstStarts waits until every backend's first start has succeeded or
 // failed, or ctx ends.
 func (g *Gateway) waitFirstStarts(ctx context.Context) {
-	for _, b := range g.backends {
+	for _, b := range g.backendList() {
 		select {
 		case <-b.firstDone:
 		case <-ctx.Done():
@@ -495,7 +606,7 @@ func (g *Gateway) lookupTool(ctx context.Context, name string) *catalogTool {
 // that never listed its tools, which servers are not ready.
 func (g *Gateway) unknownTool(name string) string {
 	msg := fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)
-	for _, b := range g.backends {
+	for _, b := range g.backendList() {
 		h := b.health()
 		if h.State != stateReady && h.Tools == 0 {
 			msg += fmt.Sprintf(`; server %q, whose tools are not known, is %s: %s`, b.name, h.State, h.Error)
@@ -526,24 +637,39 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) *reply {
 		fields["name"], _ = json.Marshal(t.orig)
 		params, _ = json.Marshal(fields)
 	}
-	timeout := g.cfg.requestTimeout(t.backend.cfg)
+	timeout := g.config().requestTimeout(t.backend.cfg)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	answer, err := t.backend.call(ctx, "tools/call", params)
+	var r *reply
+	outcome := outcomeOK
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return errorReply(msg.ID, &wireError{Code: codeTimeout,
+		outcome = outcomeTimeout
+		r = errorReply(msg.ID, &wireError{Code: codeTimeout,
 			Message: fmt.Sprintf("server %q did not answer tools/call %q within %s (requestTimeout); corral cancelled the request", t.backend.name, name, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):
-		return errorReply(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.cfg.ShutdownTimeout.D()))
+		outcome = outcomeUnavailable
+		r = errorReply(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.config().ShutdownTimeout.D()))
 	case errors.Is(err, context.Canceled):
-		return errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
+		outcome = outcomeCancelled
+		r = errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
 	case err != nil:
-		return errorReply(msg.ID, asWireError(err))
+		we := asWireError(err)
+		outcome = outcomeInternal
+		if we.Code == codeUnavailable {
+			outcome = outcomeUnavailable
+		}
+		r = errorReply(msg.ID, we)
 	case answer.Error != nil:
-		return errorReply(msg.ID, answer.Error)
+		outcome = outcomeServerError
+		r = errorReply(msg.ID, answer.Error)
+	default:
+		r = resultReply(msg.ID, answer.Result)
 	}
-	return resultReply(msg.ID, answer.Result)
+	t.backend.metrics.observe(outcome, time.Since(start))
+	return r
 }
 
 // healthReport is the body of /healthz.
@@ -556,7 +682,7 @@ type healthReport struct {
 func (g *Gateway) health() (healthReport, bool) {
 	r := healthReport{Status: "ok", Time: time.Now().UTC().Format(time.RFC3339)}
 	ok := true
-	for _, b := range g.backends {
+	for _, b := range g.backendList() {
 		h := b.health()
 		if h.State != stateReady {
 			ok = false

@@ -58,7 +58,7 @@ func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)
 		f(gw)
 	}
 	gw.Start()
-	h := newHTTPFrontEnd(gw, cfg, true, testLogger(t))
+	h := newHTTPFrontEnd(gw, true, testLogger(t))
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		h.shutdown()

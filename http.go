@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,9 +28,9 @@ const mcpPath = "/mcp"
 // DELETE to end a session. Its methods are safe for concurrent use.
 type httpFrontEnd struct {
 	gw       *Gateway
-	cfg      *Config
 	log      *slog.Logger
-	loopback bool // the listener is on a loopback address: check Host
+	streams  atomic.Int64 // open GET streams, for /metrics
+	loopback bool         // the listener is on a loopback address: check Host
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -51,8 +52,8 @@ type httpSession struct {
 // past it they are dropped (they are list_changed hints, safe to lose).
 const sessionEventBuffer = 64
 
-func newHTTPFrontEnd(gw *Gateway, cfg *Config, loopback bool, log *slog.Logger) *httpFrontEnd {
-	return &httpFrontEnd{gw: gw, cfg: cfg, log: log, loopback: loopback,
+func newHTTPFrontEnd(gw *Gateway, loopback bool, log *slog.Logger) *httpFrontEnd {
+	return &httpFrontEnd{gw: gw, log: log, loopback: loopback,
 		sessions: map[string]*httpSession{}, closing: make(chan struct{})}
 }
 
@@ -73,6 +74,10 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case mcpPath:
 	case "/healthz":
 		h.serveHealth(w, r)
+		return
+	case "/metrics":
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		h.gw.writeMetrics(w, h)
 		return
 	default:
 		http.NotFound(w, r)
@@ -108,7 +113,7 @@ func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
 		return fmt.Sprintf("Host %q is not a loopback name; corral listens on a loopback address and refuses other Host headers (DNS rebinding)", r.Host)
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" || slices.Contains(h.cfg.AllowedOrigins, origin) {
+	if origin == "" || slices.Contains(h.gw.config().AllowedOrigins, origin) {
 		return ""
 	}
 	if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") && isLoopbackHost(u.Hostname()) {
@@ -133,12 +138,13 @@ func isLoopbackHost(host string) bool {
 }
 
 func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes))
+	maxBytes := h.gw.config().MaxRequestBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
-				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", h.cfg.MaxRequestBytes))
+				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", maxBytes))
 			return
 		}
 		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
@@ -257,6 +263,8 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 	s.stream = mine
 	s.mu.Unlock()
 
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

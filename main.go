@@ -4,7 +4,10 @@
 //
 // Usage:
 //
-//	corral -config FILE [-listen ADDR] [-stdio]
+//	corral -config FILE [-listen ADDR] [-stdio] [-log-format text|json] [-log-level LEVEL]
+//	corral -check -config FILE
+//
+// SIGHUP reloads the config.
 //
 // Exit codes: 0 after a clean shutdown (SIGINT, SIGTERM, or the end of stdin
 // with -stdio); 1 when corral cannot serve (the listen address is taken);
@@ -39,8 +42,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "serve Streamable HTTP on `addr`, overriding the config's listen")
 	stdio := fs.Bool("stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	check := fs.Bool("check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
+	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
 			"at http://ADDR/mcp (default 127.0.0.1:8931) or, with -stdio, on stdin/stdout.\n\n")
 		fs.PrintDefaults()
@@ -60,7 +66,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "corral: -log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		fmt.Fprintf(stderr, "corral: -log-format %q: want text or json\n", *logFormat)
+		return 2
+	}
 
 	cfg, err := LoadConfig(*configPath, os.LookupEnv, func(msg string) { log.Warn(msg) })
 	if err != nil {
@@ -69,6 +90,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok\n", *configPath)
+		stdout.Write(cfg.resolved())
+		return 0
 	}
 
 	// The first SIGINT or SIGTERM starts a graceful shutdown; a second one
@@ -124,8 +150,38 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Info("stopped")
 	}()
 
+	// SIGHUP reloads the config; one with errors changes nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reloadDone := make(chan struct{})
+	defer func() { <-reloadDone }()
+	go func() {
+		defer close(reloadDone)
+		for {
+			select {
+			case <-hup:
+			case <-ctx.Done():
+				return
+			}
+			next, err := LoadConfig(*configPath, os.LookupEnv, func(msg string) { log.Warn(msg) })
+			if err != nil {
+				log.Error("reload: the config has errors; the running config stays in force", "err", err)
+				continue
+			}
+			if *listen != "" {
+				next.Listen = *listen
+			}
+			r := gw.Reload(next)
+			log.Info("reloaded", "added", r.Added, "removed", r.Removed, "changed", r.Changed, "kept", r.Kept)
+			for _, s := range r.NeedRestart {
+				log.Warn("reload: this setting takes effect only when corral restarts", "setting", s)
+			}
+		}
+	}()
+
 	if *stdio {
-		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backends))
+		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backendList()))
 		serveStdio(ctx, gw, stdin, stdout, int(cfg.MaxLineBytes), cfg.ShutdownTimeout.D(), log)
 		stop()
 		return 0
@@ -134,8 +190,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 		loopback = tcp.IP.IsLoopback()
 	}
-	log.Info("serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+mcpPath, "servers", len(gw.backends))
-	h := newHTTPFrontEnd(gw, cfg, loopback, log)
+	log.Info("serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+mcpPath, "servers", len(gw.backendList()))
+	h := newHTTPFrontEnd(gw, loopback, log)
 	if err := serveHTTP(ctx, drainCtx, cfg.ShutdownTimeout.D(), ln, h, log); err != nil {
 		log.Error("serving HTTP", "err", err)
 		return 1

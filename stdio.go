@@ -260,13 +260,42 @@ func (p *process) drainStderr() {
 		line, err := br.ReadSlice('\n')
 		// A line longer than the buffer is logged in pieces.
 		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
-			p.spec.log.Info("stderr: " + s)
+			p.spec.log.Log(context.Background(), stderrLevel(s), "stderr: "+s)
 			p.tail.add(s)
 		}
 		if err != nil && err != bufio.ErrBufferFull {
 			return
 		}
 	}
+}
+
+// stderrLevel guesses the level of a server's stderr line from the way
+// logging libraries write it: a leading level word ("ERROR ...", "[warn]",
+// "W1121 ..." is not recognised), or a level=... or "level":"..." field.
+// Anything else is info.
+func stderrLevel(line string) slog.Level {
+	l := strings.ToLower(line)
+	word := strings.TrimLeft(l, " \t[<(")
+	if i := strings.IndexAny(word, " \t]>):|"); i >= 0 {
+		word = word[:i]
+	}
+	for _, field := range []string{"level=", `"level":"`, `"level": "`} {
+		if i := strings.Index(l, field); i >= 0 {
+			word = l[i+len(field):]
+			if j := strings.IndexAny(word, "\" ,}"); j >= 0 {
+				word = word[:j]
+			}
+		}
+	}
+	switch word {
+	case "error", "err", "fatal", "panic", "critical", "crit", "emerg", "alert":
+		return slog.LevelError
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "debug", "trace":
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // pipeReader is the read end of a pipe that records when a read first fails.

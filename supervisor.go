@@ -67,13 +67,15 @@ type backend struct {
 	firstDone chan struct{} // closed when the first start has succeeded or failed
 	firstOnce sync.Once
 
+	metrics callMetrics
+
 	stopCh chan struct{} // closed when stop begins: ends a backoff wait
 	hurry  chan struct{} // closed to make a stop skip its waits
 	wg     sync.WaitGroup
 }
 
-func newBackend(g *Gateway, cfg *ServerConfig) *backend {
-	gcfg, log, onChange := g.cfg, g.log, g.backendChanged
+func newBackend(g *Gateway, gcfg *Config, cfg *ServerConfig) *backend {
+	log, onChange := g.log, g.backendChanged
 	return &backend{
 		name:      cfg.Name(),
 		cfg:       cfg,
