@@ -9,7 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -142,4 +145,58 @@ func lastExit(tb testing.TB, dir string) time.Time {
 		tb.Fatal("no exit recorded")
 	}
 	return last
+}
+
+// BenchmarkHeapAndGoroutinesAfter100kCalls makes 100,000 calls through corral
+// (32 at a time) and reports the live heap and goroutine counts before and
+// after, each measured after a collection, with the client's idle
+// connections closed:
+//
+//	go test -run '^$' -bench HeapAndGoroutines -benchtime 1x .
+func BenchmarkHeapAndGoroutinesAfter100kCalls(b *testing.B) {
+	tg := startGateway(b, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(b, tg.url)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	calls := func(n int) {
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+					req, _ := http.NewRequest("POST", tg.url, strings.NewReader(fmt.Sprintf(benchCall, i)))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					req.Header.Set("Mcp-Session-Id", c.sid)
+					resp, err := hc.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		hc.CloseIdleConnections()
+	}
+	measure := func() (heapMiB float64, goroutines int) {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc) / (1 << 20), runtime.NumGoroutine()
+	}
+	for b.Loop() {
+		calls(1000) // warm up: pools, buffers, connections
+		heap0, g0 := measure()
+		calls(100_000)
+		heap1, g1 := measure()
+		b.ReportMetric(heap0, "heap-before-MiB")
+		b.ReportMetric(heap1, "heap-after-MiB")
+		b.ReportMetric(float64(g0), "goroutines-before")
+		b.ReportMetric(float64(g1), "goroutines-after")
+		b.ReportMetric(0, "ns/op")
+	}
 }
