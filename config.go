@@ -208,39 +208,33 @@ func (c *Config) resolved() []byte {
 	return append(b, '\n')
 }
 
+// firstSet returns the first of values that is not the zero value, or the
+// zero value.
+func firstSet[T comparable](values ...T) T {
+	var zero T
+	for _, v := range values {
+		if v != zero {
+			return v
+		}
+	}
+	return zero
+}
+
 // supervision returns the settings for server s: its own where set, else the
 // top level's, else the defaults.
 func (c *Config) supervision(s *ServerConfig) Supervision {
-	pick := func(own, top, def Duration) Duration {
-		switch {
-		case own != 0:
-			return own
-		case top != 0:
-			return top
-		}
-		return def
-	}
-	pickInt := func(own, top, def int) int {
-		switch {
-		case own != 0:
-			return own
-		case top != 0:
-			return top
-		}
-		return def
-	}
 	o, t := s.Supervision, c.Supervision
 	r := Supervision{
-		RestartDelay:    pick(o.RestartDelay, t.RestartDelay, Duration(defaultRestartDelay)),
-		MaxRestartDelay: pick(o.MaxRestartDelay, t.MaxRestartDelay, Duration(defaultMaxRestartDelay)),
-		MaxRestarts:     pickInt(o.MaxRestarts, t.MaxRestarts, defaultMaxRestarts),
-		RestartWindow:   pick(o.RestartWindow, t.RestartWindow, Duration(defaultRestartWindow)),
-		FailedRetry:     pick(o.FailedRetry, t.FailedRetry, Duration(defaultFailedRetry)),
-		PingInterval:    pick(o.PingInterval, t.PingInterval, Duration(defaultPingInterval)),
-		PingTimeout:     pick(o.PingTimeout, t.PingTimeout, Duration(defaultPingTimeout)),
-		MaxMissedPings:  pickInt(o.MaxMissedPings, t.MaxMissedPings, defaultMaxMissedPings),
+		RestartDelay:    firstSet(o.RestartDelay, t.RestartDelay, Duration(defaultRestartDelay)),
+		MaxRestartDelay: firstSet(o.MaxRestartDelay, t.MaxRestartDelay, Duration(defaultMaxRestartDelay)),
+		MaxRestarts:     firstSet(o.MaxRestarts, t.MaxRestarts, defaultMaxRestarts),
+		RestartWindow:   firstSet(o.RestartWindow, t.RestartWindow, Duration(defaultRestartWindow)),
+		FailedRetry:     firstSet(o.FailedRetry, t.FailedRetry, Duration(defaultFailedRetry)),
+		PingInterval:    firstSet(o.PingInterval, t.PingInterval, Duration(defaultPingInterval)),
+		PingTimeout:     firstSet(o.PingTimeout, t.PingTimeout, Duration(defaultPingTimeout)),
+		MaxMissedPings:  firstSet(o.MaxMissedPings, t.MaxMissedPings, defaultMaxMissedPings),
 	}
-	r.StableAfter = pick(o.StableAfter, t.StableAfter, 2*r.MaxRestartDelay)
+	r.StableAfter = firstSet(o.StableAfter, t.StableAfter, 2*r.MaxRestartDelay)
 	return r
 }
 

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -39,10 +38,7 @@ type corralProc struct {
 func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
 	t.Helper()
 	dir := stateDir(t)
-	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
-	configJSON = strings.ReplaceAll(configJSON, "STATE", dir)
-	path := filepath.Join(t.TempDir(), "config.json")
-	os.WriteFile(path, []byte(configJSON), 0o600)
+	path := writeConfig(t, configJSON, dir)
 	cmd := exec.Command(corralBin, append([]string{"-config", path}, args...)...)
 	stdin, _ := cmd.StdinPipe()
 	// A pipe of our own for stdout: Wait would close a StdoutPipe's read

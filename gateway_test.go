@@ -45,10 +45,7 @@ func startGateway(t testing.TB, configJSON string, tweak ...func(*Gateway)) *tes
 func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)) *testGateway {
 	t.Helper()
 	dir := stateDir(t)
-	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
-	configJSON = strings.ReplaceAll(configJSON, "STATE", dir)
-	path := filepath.Join(t.TempDir(), "config.json")
-	os.WriteFile(path, []byte(configJSON), 0o600)
+	path := writeConfig(t, configJSON, dir)
 	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, func(string) {})
 	if err != nil {
 		t.Fatal(err)

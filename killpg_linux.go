@@ -99,23 +99,16 @@ func allPIDs() []int {
 
 // zombieChildren lists this process's children that have exited and wait to
 // be reaped.
-func zombieChildren() []int {
-	self := os.Getpid()
-	var pids []int
-	for _, pid := range allPIDs() {
-		if s, ok := readStat(pid); ok && s.ppid == self && s.state == 'Z' {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func zombieChildren() []int { return children(true) }
 
 // liveChildren lists this process's children that have not exited.
-func liveChildren() []int {
+func liveChildren() []int { return children(false) }
+
+func children(zombies bool) []int {
 	self := os.Getpid()
 	var pids []int
 	for _, pid := range allPIDs() {
-		if s, ok := readStat(pid); ok && s.ppid == self && s.state != 'Z' {
+		if s, ok := readStat(pid); ok && s.ppid == self && (s.state == 'Z') == zombies {
 			pids = append(pids, pid)
 		}
 	}

@@ -57,6 +57,19 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// writeConfig writes a config file in which every "FAKE" stands for the
+// fakeserver binary and every "STATE" for dir, and returns its path.
+func writeConfig(t testing.TB, configJSON, dir string) string {
+	t.Helper()
+	configJSON = strings.ReplaceAll(configJSON, "FAKE", fakeserverBin)
+	configJSON = strings.ReplaceAll(configJSON, "STATE", dir)
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(configJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // fakeArgs returns fakeserver arguments that record state in dir and bound
 // the process's life, followed by extra.
 func fakeArgs(dir string, extra ...string) []string {

@@ -410,15 +410,16 @@ func (m *mux) failTooLong(e *lineTooLongError) {
 // answerServerRequest answers a request the server sent to its client.
 // corral answers ping itself, as the specification requires of every peer.
 func (m *mux) answerServerRequest(msg *wireMsg) {
-	var line []byte
+	r := errorReply(msg.ID, &wireError{Code: codeMethodNotFound,
+		Message: fmt.Sprintf("corral does not pass %s from servers to clients", msg.Method)})
 	if msg.Method == "ping" {
-		line = encodeResponse(msg.ID, json.RawMessage("{}"))
-	} else {
-		line = encodeErrorResponse(msg.ID, &wireError{Code: codeMethodNotFound,
-			Message: fmt.Sprintf("corral does not pass %s from servers to clients", msg.Method)})
+		r = resultReply(msg.ID, json.RawMessage("{}"))
 	}
+	var line bytes.Buffer
+	r.WriteTo(&line)
+	line.WriteByte('\n')
 	select {
-	case m.out <- append(line, '\n'):
+	case m.out <- line.Bytes():
 	default:
 		m.log.Warn("stdin queue full; dropping an answer to the server's request", "method", msg.Method)
 	}
@@ -513,16 +514,6 @@ func (r *reply) WriteTo(w io.Writer) (int64, error) {
 	}
 	m, err = w.Write([]byte{'}'})
 	return int64(n + m), err
-}
-
-// encodeResponse returns a result message for id, without a newline.
-func encodeResponse(id, result json.RawMessage) []byte {
-	b := make([]byte, 0, len(id)+len(result)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	return append(b, '}')
 }
 
 // encodeErrorResponse returns an error message for id (null if empty),

@@ -119,6 +119,7 @@ func (b *backend) run() {
 		wait, failing := policy.afterExit(now, readyFor)
 		why = stripServer(b.name, err.Error())
 		b.mu.Lock()
+		b.lastExit = "did not start"
 		if b.proc != nil {
 			b.lastExit = b.proc.exitDescription()
 			if last := b.proc.tail.last(); last != "" && !strings.Contains(why, last) {
@@ -184,6 +185,9 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	}
 	p, err := startProcess(b.processSpec())
 	if err != nil {
+		b.mu.Lock()
+		b.proc = nil // what health and the next error say is not the last process's
+		b.mu.Unlock()
 		b.startMu.Unlock()
 		b.log.Error("cannot start", "err", err)
 		return 0, err

@@ -304,3 +304,15 @@ func TestStopRacingStartsNeverLeavesAProcess(t *testing.T) {
 		t.Errorf("%d processes started after Stop returned", again-after)
 	}
 }
+
+func TestServerWhoseCommandCannotStartFailsWithTheReason(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"restartDelay":"10ms","maxRestarts":2,"failedRetry":"1h","mcpServers":{
+		"missing": {"command":"/nonexistent/mcp-server","prefix":"m"}
+	}}`)
+	b := tg.gw.backends[0]
+	waitState(t, b, stateFailed, 10*time.Second)
+	if h := b.health(); h.LastExit != "did not start" || !strings.Contains(h.Error, "/nonexistent/mcp-server") || h.PID != 0 {
+		t.Errorf("health = %+v, want a failed server that did not start, naming its command", h)
+	}
+}
