@@ -64,6 +64,15 @@ type Config struct {
 	// fails at once. If zero, 1024. A server's own maxInFlight overrides it.
 	MaxInFlight int `json:"maxInFlight"`
 
+	// SessionIdleTimeout ends an HTTP session that has had no request, no
+	// call in flight and no open event stream for this long; its client gets
+	// 404 and, as the specification requires, opens a new one. If zero, 1h.
+	SessionIdleTimeout Duration `json:"sessionIdleTimeout"`
+
+	// MaxSessions bounds the open HTTP sessions; past it, initialize gets
+	// 503. If zero, 1000.
+	MaxSessions int `json:"maxSessions"`
+
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
 	// A request with any other Origin gets 403. If empty, only loopback origins.
@@ -173,6 +182,8 @@ const (
 	defaultMaxLineBytes    = 32 << 20
 	defaultMaxRequestBytes = 16 << 20
 	defaultMaxInFlight     = 1024
+	defaultSessionIdle     = time.Hour
+	defaultMaxSessions     = 1000
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second
@@ -384,6 +395,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = defaultMaxInFlight
+	}
+	if c.SessionIdleTimeout == 0 {
+		c.SessionIdleTimeout = Duration(defaultSessionIdle)
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = defaultMaxSessions
 	}
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
@@ -665,6 +682,7 @@ func (p *parser) validate(c *Config) {
 		{"stopGrace", c.StopGrace, defaultStopGrace},
 		{"killGrace", c.KillGrace, defaultKillGrace},
 		{"shutdownTimeout", c.ShutdownTimeout, defaultShutdownTimeout},
+		{"sessionIdleTimeout", c.SessionIdleTimeout, defaultSessionIdle},
 	}
 	for _, f := range durations {
 		if f.d < 0 {
@@ -679,6 +697,7 @@ func (p *parser) validate(c *Config) {
 		{"maxLineBytes", c.MaxLineBytes, defaultMaxLineBytes},
 		{"maxRequestBytes", c.MaxRequestBytes, defaultMaxRequestBytes},
 		{"maxInFlight", int64(c.MaxInFlight), defaultMaxInFlight},
+		{"maxSessions", int64(c.MaxSessions), defaultMaxSessions},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

@@ -56,6 +56,8 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 		"MaxLineBytes":    c.MaxLineBytes,
 		"MaxRequestBytes": c.MaxRequestBytes,
 		"MaxInFlight":     c.MaxInFlight,
+		"SessionIdle":     c.SessionIdleTimeout.D(),
+		"MaxSessions":     c.MaxSessions,
 	}
 	want := map[string]any{
 		"Listen":          "127.0.0.1:8931",
@@ -67,6 +69,8 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 		"MaxLineBytes":    int64(32 << 20),
 		"MaxRequestBytes": int64(16 << 20),
 		"MaxInFlight":     1024,
+		"SessionIdle":     time.Hour,
+		"MaxSessions":     1000,
 	}
 	for field, w := range want {
 		if got[field] != w {
@@ -99,20 +103,24 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxLineBytes": 1024,
 		"maxRequestBytes": 2048,
 		"maxInFlight": 4,
+		"sessionIdleTimeout": "10m",
+		"maxSessions": 7,
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
 	}`, nil)
 	want := Config{
-		Listen:          "[::1]:9000",
-		RequestTimeout:  Duration(90 * time.Second),
-		StartTimeout:    Duration(1500 * time.Millisecond),
-		StopGrace:       Duration(time.Minute),
-		KillGrace:       Duration(3 * time.Second),
-		ShutdownTimeout: Duration(250 * time.Millisecond),
-		MaxLineBytes:    1024,
-		MaxRequestBytes: 2048,
-		MaxInFlight:     4,
-		AllowedOrigins:  []string{"https://example.com"},
+		Listen:             "[::1]:9000",
+		RequestTimeout:     Duration(90 * time.Second),
+		StartTimeout:       Duration(1500 * time.Millisecond),
+		StopGrace:          Duration(time.Minute),
+		KillGrace:          Duration(3 * time.Second),
+		ShutdownTimeout:    Duration(250 * time.Millisecond),
+		MaxLineBytes:       1024,
+		MaxRequestBytes:    2048,
+		MaxInFlight:        4,
+		SessionIdleTimeout: Duration(10 * time.Minute),
+		MaxSessions:        7,
+		AllowedOrigins:     []string{"https://example.com"},
 	}
 	got := *c
 	got.MCPServers, got.file = nil, ""

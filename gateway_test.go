@@ -23,6 +23,7 @@ import (
 // httptest server.
 type testGateway struct {
 	gw  *Gateway
+	h   *httpFrontEnd
 	url string
 	dir string // fakeserver state directory
 }
@@ -63,7 +64,7 @@ func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)
 		gw.Stop(nil)
 		requireGone(t, dir)
 	})
-	return &testGateway{gw: gw, url: ts.URL + mcpPath, dir: dir}
+	return &testGateway{gw: gw, h: h, url: ts.URL + mcpPath, dir: dir}
 }
 
 // client is a minimal Streamable HTTP MCP client for tests.
@@ -534,5 +535,64 @@ func TestRequestsWaitForServersStillInTheirFirstStart(t *testing.T) {
 	}
 	if got := toolText(t, <-call); got != "waited" {
 		t.Errorf("tools/call sent while the server was starting = %q, want its answer", got)
+	}
+}
+
+func TestIdleSessionsEndButBusyOnesStay(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"sessionIdleTimeout":"1m","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	idle, streaming, calling := connect(t, tg.url), connect(t, tg.url), connect(t, tg.url)
+
+	req, _ := http.NewRequest("GET", tg.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", streaming.sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET stream = %v, %v", stream, err)
+	}
+	defer stream.Body.Close()
+	answer := make(chan *wireMsg, 1)
+	go func() { answer <- calling.callTool("1", "sleep", `{"ms":1000}`) }()
+	server := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 5*time.Second, "the call and the stream to be under way", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, server), func(e fakeEvent) bool { return e.Tool == "sleep" }) &&
+			tg.h.streams.Load() == 1
+	})
+
+	// An hour later, by the clock expireIdle is given.
+	if n := tg.h.expireIdle(time.Now().Add(time.Hour)); n != 1 {
+		t.Errorf("expireIdle ended %d sessions, want 1 (the idle one)", n)
+	}
+	if resp, body := idle.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 404 {
+		t.Errorf("the idle session answered %s %s, want 404 (ended)", resp.Status, body)
+	}
+	if got := toolText(t, <-answer); got != "slept" {
+		t.Errorf("the call in flight answered %q", got)
+	}
+	for _, c := range []*client{streaming, calling} {
+		if resp, body := c.post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); resp.StatusCode != 200 {
+			t.Errorf("a busy session answered %s %s, want it kept", resp.Status, body)
+		}
+	}
+}
+
+func TestSessionLimit(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxSessions":2,"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	first := connect(t, tg.url)
+	connect(t, tg.url)
+	c := &client{t: t, url: tg.url}
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	resp, body := c.post(init)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "maxSessions") {
+		t.Errorf("a third session = %s %s, want 503 naming maxSessions", resp.Status, body)
+	}
+	req, _ := http.NewRequest("DELETE", tg.url, nil)
+	req.Header.Set("Mcp-Session-Id", first.sid)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	if resp, body := c.post(init); resp.StatusCode != 200 {
+		t.Errorf("a session after one ended = %s %s, want 200", resp.Status, body)
 	}
 }

@@ -43,9 +43,22 @@ type httpSession struct {
 	*session
 	events chan []byte // messages for the GET stream; dropped when full
 
+	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
+	streams  atomic.Int32 // open GET streams
+
 	mu     sync.Mutex
 	stream chan struct{} // closed to end the current GET stream
 	ended  chan struct{} // closed when the session ends
+}
+
+// busy reports whether the session has a call in flight or an open stream.
+func (s *httpSession) busy() bool {
+	if s.streams.Load() > 0 {
+		return true
+	}
+	s.session.mu.Lock()
+	defer s.session.mu.Unlock()
+	return len(s.session.inflight) > 0
 }
 
 // sessionEventBuffer is how many unsent notifications a session may hold;
@@ -168,7 +181,11 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 			writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
 			return
 		}
-		s = h.newSession()
+		if s = h.newSession(); s == nil {
+			writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
+				fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
+			return
+		}
 		w.Header().Set("Mcp-Session-Id", s.id)
 	} else if s = h.lookupSession(w, r); s == nil {
 		return
@@ -204,23 +221,66 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
 	}
+	s.lastUsed.Store(time.Now().UnixNano())
 	return s
 }
 
+// newSession opens a session, or returns nil when maxSessions are open.
 func (h *httpFrontEnd) newSession() *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	s := &httpSession{id: hex.EncodeToString(b[:]), events: make(chan []byte, sessionEventBuffer), ended: make(chan struct{})}
+	s.lastUsed.Store(time.Now().UnixNano())
+	h.mu.Lock()
+	if len(h.sessions) >= h.gw.config().MaxSessions {
+		h.mu.Unlock()
+		return nil
+	}
+	h.sessions[s.id] = s
+	h.mu.Unlock()
 	s.session = h.gw.newSession(func(msg []byte) {
 		select {
 		case s.events <- msg:
 		default:
 		}
 	})
-	h.mu.Lock()
-	h.sessions[s.id] = s
-	h.mu.Unlock()
 	return s
+}
+
+// expireIdle ends the sessions that, at now, have been idle (no request, no
+// call in flight, no open stream) for longer than sessionIdleTimeout, and
+// returns how many it ended.
+func (h *httpFrontEnd) expireIdle(now time.Time) int {
+	cut := now.Add(-h.gw.config().SessionIdleTimeout.D()).UnixNano()
+	h.mu.Lock()
+	var idle []*httpSession
+	for _, s := range h.sessions {
+		if s.lastUsed.Load() < cut && !s.busy() {
+			idle = append(idle, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range idle {
+		h.endSession(s)
+	}
+	return len(idle)
+}
+
+// expireLoop runs expireIdle every so often until done is closed.
+func (h *httpFrontEnd) expireLoop(done <-chan struct{}) {
+	every := min(h.gw.config().SessionIdleTimeout.D()/4, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			if n := h.expireIdle(now); n > 0 {
+				h.log.Info("ended idle sessions", "count", n, "idleFor", h.gw.config().SessionIdleTimeout.D())
+			}
+		case <-done:
+			return
+		}
+	}
 }
 
 func (h *httpFrontEnd) endSession(s *httpSession) {
@@ -265,6 +325,8 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 
 	h.streams.Add(1)
 	defer h.streams.Add(-1)
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -323,6 +385,9 @@ func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, 
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(h.shutdown)
+	expired := make(chan struct{})
+	go func() { defer close(expired); h.expireLoop(h.closing) }()
+	defer func() { h.shutdown(); <-expired }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
