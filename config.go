@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -73,6 +74,36 @@ type Config struct {
 	// 503. If zero, 1000.
 	MaxSessions int `json:"maxSessions"`
 
+	// AuthTokenFile names a file holding the bearer token HTTP clients must
+	// send (Authorization: Bearer TOKEN); AuthTokenEnv names an environment
+	// variable holding it. At most one may be set. If neither, no token is
+	// asked for, and corral refuses to listen on an address other than
+	// loopback unless started with -allow-remote-without-token.
+	AuthTokenFile string `json:"authTokenFile"`
+	AuthTokenEnv  string `json:"authTokenEnv"`
+
+	// MaxInFlightPerSession bounds one session's calls in flight; past it a
+	// call fails at once. If zero, 256.
+	MaxInFlightPerSession int `json:"maxInFlightPerSession"`
+
+	// MaxStreams bounds the open GET event streams; past it a GET gets 503.
+	// If zero, 1000.
+	MaxStreams int `json:"maxStreams"`
+
+	// MaxHeaderBytes bounds an HTTP request's headers. If zero, 64 KiB.
+	MaxHeaderBytes int `json:"maxHeaderBytes"`
+
+	// ReadHeaderTimeout bounds the time to read a request's headers, and
+	// ReadTimeout the whole request, body included (slow clients). If zero,
+	// 10s and 60s.
+	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
+	ReadTimeout       Duration `json:"readTimeout"`
+
+	// MaxNotificationsPerSecond is how many notifications one server may
+	// send per second; past it they are dropped, and the log says so once
+	// per second. If zero, 200.
+	MaxNotificationsPerSecond int `json:"maxNotificationsPerSecond"`
+
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
 	// A request with any other Origin gets 403. If empty, only loopback origins.
@@ -87,6 +118,9 @@ type Config struct {
 
 	// file is the path the config was read from, for messages.
 	file string
+
+	// token is the bearer token read from AuthTokenFile or AuthTokenEnv.
+	token string
 }
 
 // ServerConfig says how to run one stdio MCP server.
@@ -184,6 +218,12 @@ const (
 	defaultMaxInFlight     = 1024
 	defaultSessionIdle     = time.Hour
 	defaultMaxSessions     = 1000
+	defaultMaxPerSession   = 256
+	defaultMaxStreams      = 1000
+	defaultMaxHeaderBytes  = 64 << 10
+	defaultReadHeader      = 10 * time.Second
+	defaultReadTimeout     = 60 * time.Second
+	defaultMaxNotifyRate   = 200
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second
@@ -338,6 +378,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		}
 	}
 	p.validate(c)
+	c.token = p.readToken(c, path)
 
 	if len(ignored) > 0 && warn != nil {
 		warn(path + ": " + ignoredKeysMessage(ignored))
@@ -402,6 +443,12 @@ func (c *Config) applyDefaults() {
 	if c.MaxSessions == 0 {
 		c.MaxSessions = defaultMaxSessions
 	}
+	c.MaxInFlightPerSession = firstSet(c.MaxInFlightPerSession, defaultMaxPerSession)
+	c.MaxStreams = firstSet(c.MaxStreams, defaultMaxStreams)
+	c.MaxHeaderBytes = firstSet(c.MaxHeaderBytes, defaultMaxHeaderBytes)
+	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
+	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
+	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -651,6 +698,63 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	return s
 }
 
+// secretWarnings returns warnings about secrets other local users can read:
+// a config file that holds env values (often tokens) or a token file, either
+// readable by group or others.
+func secretWarnings(path string, c *Config) []string {
+	var out []string
+	readable := func(f string) bool {
+		st, err := os.Stat(f)
+		return err == nil && st.Mode().Perm()&0o044 != 0
+	}
+	hasEnv := false
+	for _, s := range c.MCPServers {
+		hasEnv = hasEnv || len(s.Env) > 0
+	}
+	if hasEnv && readable(path) {
+		out = append(out, fmt.Sprintf("%s holds env values, which are often secrets, and other users can read it; chmod 600 %s", path, path))
+	}
+	if f := c.AuthTokenFile; f != "" {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
+		}
+		if readable(f) {
+			out = append(out, fmt.Sprintf("the bearer token file %s is readable by other users; chmod 600 %s", f, f))
+		}
+	}
+	return out
+}
+
+// readToken reads the bearer token named by authTokenFile (relative to the
+// config file's directory) or authTokenEnv. A token never comes from the
+// command line, where other users could read it.
+func (p *parser) readToken(c *Config, path string) string {
+	switch {
+	case c.AuthTokenFile != "" && c.AuthTokenEnv != "":
+		p.errorf("", "authTokenFile", "set authTokenFile or authTokenEnv, not both")
+	case c.AuthTokenFile != "":
+		f := c.AuthTokenFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			p.errorf("", "authTokenFile", "cannot read the token: %v", err)
+			return ""
+		}
+		if token := strings.TrimSpace(string(data)); token != "" {
+			return token
+		}
+		p.errorf("", "authTokenFile", "%s is empty; put the token in it", f)
+	case c.AuthTokenEnv != "":
+		if token, ok := p.getenv(c.AuthTokenEnv); ok && strings.TrimSpace(token) != "" {
+			return strings.TrimSpace(token)
+		}
+		p.errorf("", "authTokenEnv", "the environment variable %s is not set or empty; export the token in it", c.AuthTokenEnv)
+	}
+	return ""
+}
+
 // expand expands the variables in *value, the field of server, in place.
 func (p *parser) expand(server, field string, value *string) {
 	v, err := expand(*value, p.getenv)
@@ -683,6 +787,8 @@ func (p *parser) validate(c *Config) {
 		{"killGrace", c.KillGrace, defaultKillGrace},
 		{"shutdownTimeout", c.ShutdownTimeout, defaultShutdownTimeout},
 		{"sessionIdleTimeout", c.SessionIdleTimeout, defaultSessionIdle},
+		{"readHeaderTimeout", c.ReadHeaderTimeout, defaultReadHeader},
+		{"readTimeout", c.ReadTimeout, defaultReadTimeout},
 	}
 	for _, f := range durations {
 		if f.d < 0 {
@@ -698,6 +804,10 @@ func (p *parser) validate(c *Config) {
 		{"maxRequestBytes", c.MaxRequestBytes, defaultMaxRequestBytes},
 		{"maxInFlight", int64(c.MaxInFlight), defaultMaxInFlight},
 		{"maxSessions", int64(c.MaxSessions), defaultMaxSessions},
+		{"maxInFlightPerSession", int64(c.MaxInFlightPerSession), defaultMaxPerSession},
+		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
+		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
+		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

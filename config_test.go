@@ -105,22 +105,37 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxInFlight": 4,
 		"sessionIdleTimeout": "10m",
 		"maxSessions": 7,
+		"maxInFlightPerSession": 3,
+		"maxStreams": 5,
+		"maxHeaderBytes": 4096,
+		"readHeaderTimeout": "2s",
+		"readTimeout": "20s",
+		"maxNotificationsPerSecond": 50,
+		"authTokenEnv": "TOKEN",
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
-	}`, nil)
+	}`, map[string]string{"TOKEN": " tok\n"})
 	want := Config{
-		Listen:             "[::1]:9000",
-		RequestTimeout:     Duration(90 * time.Second),
-		StartTimeout:       Duration(1500 * time.Millisecond),
-		StopGrace:          Duration(time.Minute),
-		KillGrace:          Duration(3 * time.Second),
-		ShutdownTimeout:    Duration(250 * time.Millisecond),
-		MaxLineBytes:       1024,
-		MaxRequestBytes:    2048,
-		MaxInFlight:        4,
-		SessionIdleTimeout: Duration(10 * time.Minute),
-		MaxSessions:        7,
-		AllowedOrigins:     []string{"https://example.com"},
+		Listen:                    "[::1]:9000",
+		RequestTimeout:            Duration(90 * time.Second),
+		StartTimeout:              Duration(1500 * time.Millisecond),
+		StopGrace:                 Duration(time.Minute),
+		KillGrace:                 Duration(3 * time.Second),
+		ShutdownTimeout:           Duration(250 * time.Millisecond),
+		MaxLineBytes:              1024,
+		MaxRequestBytes:           2048,
+		MaxInFlight:               4,
+		SessionIdleTimeout:        Duration(10 * time.Minute),
+		MaxSessions:               7,
+		MaxInFlightPerSession:     3,
+		MaxStreams:                5,
+		MaxHeaderBytes:            4096,
+		ReadHeaderTimeout:         Duration(2 * time.Second),
+		ReadTimeout:               Duration(20 * time.Second),
+		MaxNotificationsPerSecond: 50,
+		AuthTokenEnv:              "TOKEN",
+		token:                     "tok",
+		AllowedOrigins:            []string{"https://example.com"},
 	}
 	got := *c
 	got.MCPServers, got.file = nil, ""
@@ -789,4 +804,60 @@ func TestLoadConfig(t *testing.T) {
 			t.Errorf("LoadConfig(%q) error = %q, want one that is fs.ErrNotExist", path, err)
 		}
 	})
+}
+
+func TestAuthTokenSources(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "token"), []byte("from-file\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "empty"), nil, 0o600)
+	for _, tc := range []struct {
+		name, src, wantToken, wantErr string
+	}{
+		{"a file beside the config", `{"authTokenFile":"token","mcpServers":{"a":{"command":"x"}}}`, "from-file", ""},
+		{"an environment variable", `{"authTokenEnv":"TOK","mcpServers":{"a":{"command":"x"}}}`, "from-env", ""},
+		{"both", `{"authTokenFile":"token","authTokenEnv":"TOK","mcpServers":{"a":{"command":"x"}}}`, "", "not both"},
+		{"an empty file", `{"authTokenFile":"empty","mcpServers":{"a":{"command":"x"}}}`, "", "is empty"},
+		{"a missing file", `{"authTokenFile":"nope","mcpServers":{"a":{"command":"x"}}}`, "", "authTokenFile: cannot read the token"},
+		{"an unset variable", `{"authTokenEnv":"UNSET","mcpServers":{"a":{"command":"x"}}}`, "", "UNSET is not set or empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) (string, bool) {
+				if k == "TOK" {
+					return "from-env", true
+				}
+				return "", false
+			}
+			c, err := ParseConfig(filepath.Join(dir, "config.json"), []byte(tc.src), getenv, nil)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("ParseConfig error = %v, want it to contain %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Errorf("ParseConfig error = %v", err)
+			case c.token != tc.wantToken:
+				t.Errorf("token = %q, want %q", c.token, tc.wantToken)
+			}
+			if err == nil && strings.Contains(string(c.resolved()), tc.wantToken) {
+				t.Errorf("-check output shows the token:\n%s", c.resolved())
+			}
+		})
+	}
+}
+
+func TestSecretWarnings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	os.WriteFile(path, []byte(`{}`), 0o644)
+	c, err := ParseConfig(path, []byte(`{"mcpServers":{"a":{"command":"x","env":{"K":"v"}}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := secretWarnings(path, c); len(w) != 1 || !strings.Contains(w[0], "chmod 600") {
+		t.Errorf("secretWarnings on a world-readable file with env = %q, want one warning", w)
+	}
+	os.Chmod(path, 0o600)
+	if w := secretWarnings(path, c); len(w) != 0 {
+		t.Errorf("secretWarnings on a private file = %q, want none", w)
+	}
 }

@@ -437,6 +437,12 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 		return nil
 	}
 	key := string(msg.ID)
+	s.mu.Lock()
+	n := len(s.inflight)
+	s.mu.Unlock()
+	if max := g.config().MaxInFlightPerSession; n >= max {
+		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
+	}
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(context.Canceled) }
 	defer cancel()

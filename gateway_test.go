@@ -57,7 +57,9 @@ func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)
 	}
 	gw.Start()
 	h := newHTTPFrontEnd(gw, true, testLogger(t))
-	ts := httptest.NewServer(h)
+	ts := httptest.NewUnstartedServer(h)
+	ts.Config = newHTTPServer(h, testLogger(t)) // corral's own limits
+	ts.Start()
 	t.Cleanup(func() {
 		h.shutdown()
 		ts.Close()
@@ -69,9 +71,10 @@ func startGatewayNoWait(t testing.TB, configJSON string, tweak ...func(*Gateway)
 
 // client is a minimal Streamable HTTP MCP client for tests.
 type client struct {
-	t   testing.TB
-	url string
-	sid string
+	t    testing.TB
+	url  string
+	sid  string
+	auth string // the Authorization header, if any
 }
 
 // post sends body with the session header (if any) and returns the response
@@ -83,6 +86,9 @@ func (c *client) post(body string, headers ...string) (*http.Response, []byte) {
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.sid != "" {
 		req.Header.Set("Mcp-Session-Id", c.sid)
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i] == "Host" {
@@ -105,7 +111,13 @@ func (c *client) post(body string, headers ...string) (*http.Response, []byte) {
 // connect opens a session.
 func connect(t testing.TB, url string) *client {
 	t.Helper()
-	c := &client{t: t, url: url}
+	return connectWith(t, url, "")
+}
+
+// connectWith opens a session sending auth as the Authorization header.
+func connectWith(t testing.TB, url, auth string) *client {
+	t.Helper()
+	c := &client{t: t, url: url, auth: auth}
 	resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("initialize: %s %s", resp.Status, body)
@@ -193,7 +205,7 @@ func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
 
 	got := c.listToolNames()
 	var want []string
-	for _, tool := range []string{"big", "crash", "echo", "garbage", "hang", "list_changed", "sleep", "stderr", "whoami"} {
+	for _, tool := range []string{"big", "crash", "echo", "flood", "garbage", "hang", "list_changed", "sleep", "stderr", "whoami"} {
 		want = append(want, "one_"+tool, "two__"+tool)
 	}
 	want = append(want, "one_tool_000", "one_tool_001", "one_tool_002")

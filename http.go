@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -83,6 +84,15 @@ func (h *httpFrontEnd) shutdown() {
 }
 
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := h.checkOrigin(r); msg != "" {
+		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
+		return
+	}
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
+		return
+	}
 	switch r.URL.Path {
 	case mcpPath:
 	case "/healthz":
@@ -94,10 +104,6 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		http.NotFound(w, r)
-		return
-	}
-	if msg := h.checkOrigin(r); msg != "" {
-		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
 		return
 	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -116,6 +122,17 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+mcpPath)
 	}
+}
+
+// authorized reports whether the request carries the configured bearer
+// token, compared in constant time, or no token is configured.
+func (h *httpFrontEnd) authorized(r *http.Request) bool {
+	token := h.gw.config().token
+	if token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // checkOrigin returns why the request must be refused, or "". A page in a
@@ -313,6 +330,10 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
+	if max := h.gw.config().MaxStreams; h.streams.Load() >= int64(max) {
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
+		return
+	}
 	// One stream per session: a new GET replaces the old one, so that a
 	// client that reconnects is not refused while the old connection lingers.
 	mine := make(chan struct{})
@@ -375,15 +396,26 @@ func writeHTTPError(w http.ResponseWriter, status, code int, msg string) {
 	w.Write(encodeErrorResponse(nil, &wireError{Code: code, Message: msg}))
 }
 
+// newHTTPServer returns the http.Server for h, with the limits of the
+// config in force.
+func newHTTPServer(h *httpFrontEnd, log *slog.Logger) *http.Server {
+	cfg := h.gw.config()
+	return &http.Server{
+		Handler: h,
+		// Against clients that send slowly (slowloris) or too much.
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.ReadTimeout.D(),
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // serveHTTP serves the gateway on ln until ctx ends, then shuts the server
 // down: it stops accepting, lets requests in flight finish for at most drain
 // (or until skip ends), and then cuts the rest off.
 func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, h *httpFrontEnd, log *slog.Logger) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second, // against clients that send headers slowly
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(h, log)
 	srv.RegisterOnShutdown(h.shutdown)
 	expired := make(chan struct{})
 	go func() { defer close(expired); h.expireLoop(h.closing) }()

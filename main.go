@@ -45,6 +45,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
+	allowRemote := fs.Bool("allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
@@ -91,6 +92,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
+	for _, w := range secretWarnings(*configPath, cfg) {
+		log.Warn(w)
+	}
 	if *check {
 		fmt.Fprintf(stdout, "%s: ok\n", *configPath)
 		stdout.Write(cfg.resolved())
@@ -136,12 +140,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	gw := NewGateway(cfg, log, reaper)
 	gw.logHealth = *stdio
 	var ln net.Listener
+	loopback := false
 	if !*stdio {
 		// Listen before starting any server, so that a taken port fails fast
 		// and leaves nothing behind.
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			fmt.Fprintf(stderr, "corral: listen on %s: %v (set -listen or \"listen\" in %s)\n", cfg.Listen, err, *configPath)
 			return 1
+		}
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+			loopback = tcp.IP.IsLoopback()
+		}
+		if !loopback && cfg.token == "" {
+			if !*allowRemote {
+				ln.Close()
+				fmt.Fprintf(stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: anyone who can reach it could run your MCP servers' tools; set authTokenFile or authTokenEnv in %s, or pass -allow-remote-without-token\n", ln.Addr(), *configPath)
+				return 2
+			}
+			log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", ln.Addr().String())
 		}
 	}
 	gw.Start()
@@ -155,7 +171,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reloadDone := make(chan struct{})
-	defer func() { <-reloadDone }()
+	defer func() { stop(); <-reloadDone }() // stop ends the reload loop on every return path
 	go func() {
 		defer close(reloadDone)
 		for {
@@ -186,10 +202,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 		return 0
 	}
-	loopback := false
-	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
-		loopback = tcp.IP.IsLoopback()
-	}
+
 	log.Info("serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+mcpPath, "servers", len(gw.backendList()))
 	h := newHTTPFrontEnd(gw, loopback, log)
 	if err := serveHTTP(ctx, drainCtx, cfg.ShutdownTimeout.D(), ln, h, log); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // JSON-RPC error codes corral uses. The first five are JSON-RPC's own; the
@@ -68,6 +69,11 @@ type mux struct {
 	// lastRead is when the server last wrote a line (Unix nanoseconds).
 	lastRead atomic.Int64
 
+	// notes bounds the notifications passed on per second, and logs bounds
+	// the log lines about a misbehaving server: a server cannot flood
+	// sessions or corral's log.
+	notes, logs perSecond
+
 	mu      sync.Mutex
 	pending map[int64]chan *wireMsg // by the ID sent to the server; each channel holds one answer
 	err     error                   // why the mux closed; set once
@@ -87,6 +93,45 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		slots:   make(chan struct{}, maxInFlight),
 		pending: make(map[int64]chan *wireMsg),
 		done:    make(chan struct{}),
+		notes:   perSecond{limit: defaultMaxNotifyRate},
+		logs:    perSecond{limit: 10},
+	}
+}
+
+// perSecond lets through at most limit events a second and counts the rest.
+// It is safe for concurrent use.
+type perSecond struct {
+	limit   int
+	mu      sync.Mutex
+	second  int64 // the Unix second being counted
+	n       int
+	dropped int
+}
+
+// allow reports whether one more event may pass now, and how many were
+// dropped in the second before, the first time it is asked in a new second.
+func (p *perSecond) allow(now time.Time) (ok bool, droppedBefore int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sec := now.Unix(); sec != p.second {
+		p.second, p.n, droppedBefore, p.dropped = sec, 0, p.dropped, 0
+	}
+	if p.n >= p.limit {
+		p.dropped++
+		return false, droppedBefore
+	}
+	p.n++
+	return true, droppedBefore
+}
+
+// warn logs about a misbehaving server, at most a few lines a second.
+func (m *mux) warn(msg string, args ...any) {
+	ok, dropped := m.logs.allow(time.Now())
+	if dropped > 0 {
+		m.log.Warn("log lines about the server were dropped", "count", dropped)
+	}
+	if ok {
+		m.log.Warn(msg, args...)
 	}
 }
 
@@ -238,22 +283,31 @@ func (m *mux) readLoop(r io.Reader, maxLine int) error {
 
 // dispatch routes one line from the server.
 func (m *mux) dispatch(line []byte) {
+	if !utf8.Valid(line) {
+		// Clients may reject a message that is not UTF-8; pass it on repaired.
+		m.warn("a line on stdout is not valid UTF-8; invalid bytes are replaced with U+FFFD")
+		line = bytes.ToValidUTF8(line, []byte("\uFFFD"))
+	}
 	msg, err := decodeServerLine(line)
 	if err != nil {
-		m.log.Warn("skipping a line on stdout that is not JSON-RPC", "line", truncate(line, 200), "err", err)
+		m.warn("skipping a line on stdout that is not JSON-RPC", "line", truncate(line, 200), "err", err)
 		return
 	}
 	switch {
 	case msg.Method != "" && msg.ID != nil:
 		m.answerServerRequest(msg)
 	case msg.Method != "":
-		if m.onNotify != nil {
+		ok, dropped := m.notes.allow(time.Now())
+		if dropped > 0 {
+			m.log.Warn("dropped notifications: the server sent more than maxNotificationsPerSecond", "dropped", dropped, "limit", m.notes.limit)
+		}
+		if ok && m.onNotify != nil {
 			m.onNotify(msg)
 		}
 	case msg.ID != nil && (msg.Result != nil || msg.Error != nil):
 		m.deliver(msg)
 	default:
-		m.log.Warn("skipping a message that is neither a request, a notification nor an answer", "line", truncate(line, 200))
+		m.warn("skipping a message that is neither a request, a notification nor an answer", "line", truncate(line, 200))
 	}
 }
 
@@ -386,10 +440,14 @@ func (m *mux) deliver(msg *wireMsg) {
 		answer <- msg // buffered, and the only send: never blocks
 	}
 	m.mu.Unlock()
-	if !ok || err != nil {
-		// A late answer to a request that timed out or was cancelled, or an
-		// ID corral never sent.
-		m.log.Debug("dropping an answer to a request that is not pending", "id", string(msg.ID))
+	switch {
+	case ok:
+	case err != nil || id <= 0 || id > m.nextID.Load():
+		m.warn("dropping an answer with an ID corral never sent", "id", truncate(msg.ID, 50))
+	default:
+		// A late answer to a request that timed out or was cancelled, or a
+		// second answer to one.
+		m.log.Debug("dropping an answer to a request that is no longer pending", "id", id)
 	}
 }
 

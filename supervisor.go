@@ -194,6 +194,9 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	}
 	refresh := make(chan struct{}, 1)
 	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
+	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
+		m.notes.limit = n
+	}
 	b.mu.Lock()
 	b.proc, b.mux = p, m
 	b.mu.Unlock()

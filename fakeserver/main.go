@@ -111,6 +111,9 @@
 //		(default 1) without answering.
 //	list_changed {}
 //		Send notifications/tools/list_changed, then answer "sent".
+//	flood {count: int}
+//		Send count notifications/message in a single write, then answer
+//		"done".
 //
 // Answers are results of the form
 //

@@ -480,10 +480,10 @@ func TestToolsListPagination(t *testing.T) {
 		}
 		cursor = r.NextCursor
 	}
-	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed",
+	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed", "flood",
 		"tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
-	if len(seen) != len(want) || pages != 7 {
-		t.Errorf("got %d tools in %d pages, want %d in 7: %v", len(seen), pages, len(want), seen)
+	if len(seen) != len(want) || pages != 8 {
+		t.Errorf("got %d tools in %d pages, want %d in 8: %v", len(seen), pages, len(want), seen)
 	}
 	for _, name := range want {
 		if seen["x_"+name] != 1 {
@@ -491,7 +491,7 @@ func TestToolsListPagination(t *testing.T) {
 		}
 	}
 
-	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(14), encodeCursor(99)} {
+	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(15), encodeCursor(99)} {
 		p.request(100+i, "tools/list", map[string]any{"cursor": bad})
 		p.expectError(100+i, -32602, "invalid cursor")
 	}

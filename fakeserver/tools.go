@@ -70,6 +70,9 @@ func (s *server) addTools() {
 		"code": integer("Exit code (default 1)."),
 	}, s.crash)
 	add("list_changed", `Sends notifications/tools/list_changed, then answers "sent".`, nil, s.listChanged)
+	add("flood", `Sends the given number of notifications/message at once, then answers "done".`, map[string]property{
+		"count": integer("Number of notifications."),
+	}, s.flood)
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
@@ -210,6 +213,22 @@ func (s *server) crash(c *call, args json.RawMessage) {
 func (s *server) listChanged(c *call, args json.RawMessage) {
 	s.send(notification{JSONRPC: "2.0", Method: "notifications/tools/list_changed"})
 	replyText(c, "sent")
+}
+
+// flood writes count notifications/message in one write, then answers.
+func (s *server) flood(c *call, args json.RawMessage) {
+	var a struct {
+		Count int `json:"count"`
+	}
+	if !decodeArgs(c, args, &a) || !nonNegative(c, "count", a.Count) {
+		return
+	}
+	var buf bytes.Buffer
+	for i := range a.Count {
+		fmt.Fprintf(&buf, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"flood %d"}}`+"\n", i)
+	}
+	s.writeStdout(buf.Bytes())
+	replyText(c, "done")
 }
 
 // logLines returns n bytes of numbered log lines starting with prefix, each

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestBearerTokenGuardsEveryPath(t *testing.T) {
+	t.Parallel()
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
+	tg := startGateway(t, `{"authTokenFile":"`+token+`","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	good := connectWith(t, tg.url, "Bearer s3cret-token")
+	base := strings.TrimSuffix(tg.url, mcpPath)
+	for _, tc := range []struct{ name, url, auth string }{
+		{"no token on /mcp", tg.url, ""},
+		{"a wrong token on /mcp", tg.url, "Bearer nope"},
+		{"a token of another scheme", tg.url, "Basic czNjcmV0LXRva2Vu"},
+		{"no token on /metrics", base + "/metrics", ""},
+		{"no token on /healthz", base + "/healthz", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", tc.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("status %d, WWW-Authenticate %q; want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	if got := toolText(t, good.callTool("1", "echo", `{"text":"ok"}`)); got != "ok" {
+		t.Errorf("the session with the token answered %q", got)
+	}
+}
+
+func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {
+	t.Parallel()
+	refused := startCorral(t, `{"listen":"0.0.0.0:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	if code := refused.waitExit(20 * time.Second); code != 2 {
+		t.Errorf("corral on 0.0.0.0 with no token exited %d, want 2", code)
+	}
+	refused.mu.Lock()
+	log := strings.Join(refused.log, "\n")
+	refused.mu.Unlock()
+	if !strings.Contains(log, "-allow-remote-without-token") || len(fakeProcesses(t, refused.dir)) != 0 {
+		t.Errorf("refusal: log %q, %d servers started; want the way out named and nothing started", log, len(fakeProcesses(t, refused.dir)))
+	}
+
+	allowed := startCorral(t, `{"listen":"0.0.0.0:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`, "-allow-remote-without-token")
+	allowed.waitLog(`level=WARN msg="listening on a non-loopback address with no bearer token`)
+	allowed.waitLog(`serving MCP over Streamable HTTP`)
+	allowed.cmd.Process.Signal(syscall.SIGTERM)
+	if code := allowed.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited %d, want 0", code)
+	}
+}
+
+func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxInFlightPerSession":2,"maxStreams":1,"maxHeaderBytes":4096,"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	greedy, polite := connect(t, tg.url), connect(t, tg.url)
+	server := fakeProcesses(t, tg.dir)[0].PID
+
+	// Calls in flight per session.
+	done := make(chan *wireMsg, 2)
+	for i := range 2 {
+		go func() { done <- greedy.callTool(fmt.Sprint(i), "sleep", `{"ms":1500}`) }()
+	}
+	waitFor(t, 5*time.Second, "two calls in flight", func() bool {
+		n := 0
+		for _, e := range fakeEvents(t, tg.dir, server) {
+			if e.Tool == "sleep" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if msg := greedy.callTool("3", "echo", `{"text":"x"}`); msg.Error == nil || !strings.Contains(msg.Error.Message, "maxInFlightPerSession") {
+		t.Errorf("a third call in the session = %+v, want an error naming maxInFlightPerSession", msg)
+	}
+	if got := toolText(t, polite.callTool("1", "echo", `{"text":"fine"}`)); got != "fine" {
+		t.Errorf("another session's call answered %q", got)
+	}
+	for range 2 {
+		if got := toolText(t, <-done); got != "slept" {
+			t.Errorf("a call within the limit answered %q", got)
+		}
+	}
+
+	// Open event streams.
+	open := func(c *client) *http.Response {
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "GET", tg.url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := open(greedy); resp.StatusCode != 200 {
+		t.Fatalf("the first stream: %s", resp.Status)
+	}
+	if resp := open(polite); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a stream past maxStreams: %s, want 503", resp.Status)
+	}
+
+	// Header size.
+	if resp, _ := polite.post(`{"jsonrpc":"2.0","id":9,"method":"ping"}`, "X-Padding", strings.Repeat("x", 16<<10)); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB of headers past maxHeaderBytes 4096: %s, want 431", resp.Status)
+	}
+	if got := toolText(t, polite.callTool("2", "echo", `{"text":"still"}`)); got != "still" {
+		t.Errorf("after the refusals the polite session answered %q", got)
+	}
+}
+
+func TestNotificationFloodIsDroppedAndTheServerKeepsServing(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxNotificationsPerSecond":10,"mcpServers":{
+		"noisy": {"command":"FAKE","args":["-state","STATE","-prefix","n_"]},
+		"quiet": {"command":"FAKE","args":["-state","STATE","-prefix","q_"]}
+	}}`)
+	c := connect(t, tg.url)
+	if got := toolText(t, c.callTool("1", "n_flood", `{"count":20000}`)); got != "done" {
+		t.Errorf("the flooding call answered %q", got)
+	}
+	if got := toolText(t, c.callTool("2", "n_echo", `{"text":"after"}`)); got != "after" {
+		t.Errorf("the flooding server then answered %q", got)
+	}
+	if got := toolText(t, c.callTool("3", "q_echo", `{"text":"calm"}`)); got != "calm" {
+		t.Errorf("the other server answered %q", got)
+	}
+}
+
+func TestMuxBoundsNotificationsPerSecond(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	delivered := make(chan struct{}, 1000)
+	m.onNotify = func(*wireMsg) { delivered <- struct{}{} }
+	m.notes.limit = 10
+	var flood bytes.Buffer
+	for range 1000 {
+		flood.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}` + "\n")
+	}
+	start := time.Now()
+	io.Copy(srv.out, &flood)
+	// A call after the flood proves every line of it was read.
+	c := goCall(t.Context(), m, "ping", ``)
+	req := srv.read(t)
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, req.ID))
+	<-c
+	// The flood spans at most two seconds' windows unless reading 1000
+	// lines took longer than a second.
+	if limit := 10 * (2 + int(time.Since(start)/time.Second)); len(delivered) > limit || len(delivered) < 10 {
+		t.Errorf("%d of 1000 notifications passed, want between 10 and %d", len(delivered), limit)
+	}
+}
+
+func TestMuxDistrustsTheServer(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	c := goCall(t.Context(), m, "tools/call", `{}`)
+	req := srv.read(t)
+	// An answer to an ID corral never sent, and one with invalid UTF-8.
+	srv.write(t, `{"jsonrpc":"2.0","id":999999,"result":{"stolen":true}}`)
+	srv.write(t, fmt.Sprintf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"text\":\"bad \xff\xfe bytes\"}}", req.ID))
+	r := <-c
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if bytes.Contains(r.msg.Result, []byte("stolen")) || !utf8.Valid(r.msg.Result) || !bytes.Contains(r.msg.Result, []byte("bad \uFFFD")) {
+		t.Errorf("the caller got %q, want its own answer with the invalid bytes replaced", r.msg.Result)
+	}
+}
