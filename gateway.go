@@ -437,19 +437,20 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 		return nil
 	}
 	key := string(msg.ID)
-	s.mu.Lock()
-	n := len(s.inflight)
-	s.mu.Unlock()
-	if max := g.config().MaxInFlightPerSession; n >= max {
-		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
-	}
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(context.Canceled) }
 	defer cancel()
-	defer context.AfterFunc(g.cut, func() { cancelCause(errShuttingDown) })()
+	max := g.config().MaxInFlightPerSession
 	s.mu.Lock()
-	s.inflight[key] = cancel
+	n := len(s.inflight)
+	if n < max {
+		s.inflight[key] = cancel
+	}
 	s.mu.Unlock()
+	if n >= max {
+		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
+	}
+	defer context.AfterFunc(g.cut, func() { cancelCause(errShuttingDown) })()
 	defer func() {
 		s.mu.Lock()
 		delete(s.inflight, key)
