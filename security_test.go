@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -187,5 +188,25 @@ func TestMuxDistrustsTheServer(t *testing.T) {
 	}
 	if bytes.Contains(r.msg.Result, []byte("stolen")) || !utf8.Valid(r.msg.Result) || !bytes.Contains(r.msg.Result, []byte("bad \uFFFD")) {
 		t.Errorf("the caller got %q, want its own answer with the invalid bytes replaced", r.msg.Result)
+	}
+}
+
+func TestSlowClientIsCutOffAndOthersAreServed(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"readHeaderTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(tg.url, mcpPath), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Half a request line, then nothing: the server must hang up.
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+	polite := connect(t, tg.url)
+	if got := toolText(t, polite.callTool("1", "echo", `{"text":"served"}`)); got != "served" {
+		t.Errorf("a polite session during the slow one answered %q", got)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second)) // the default of 10s would not do
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Errorf("the slow connection was not closed by the server: %v", err)
 	}
 }
