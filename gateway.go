@@ -87,9 +87,10 @@ type reloadReport struct {
 // servers it adds are started, servers it removes are stopped with the stop
 // ladder, servers whose settings changed are stopped and started again, and
 // the others, with their calls in flight, are left alone. Settings read at
-// each request (requestTimeout, maxRequestBytes, allowedOrigins,
-// shutdownTimeout) apply at once; listen needs a restart and keeps its old
-// value. Reload blocks until the removed and changed servers are stopped.
+// each request (requestTimeout, maxRequestBytes, allowedOrigins, the bearer
+// token, the session and stream limits, shutdownTimeout) apply at once;
+// listen, maxHeaderBytes and the read timeouts need a restart and keep their
+// old values. Reload blocks until the removed and changed servers are stopped.
 func (g *Gateway) Reload(cfg *Config) reloadReport {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
@@ -100,9 +101,18 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 	if closed {
 		return r
 	}
+	// Settings the HTTP server and its listener took when corral started.
 	if cfg.Listen != oldCfg.Listen {
 		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("listen (%s -> %s)", oldCfg.Listen, cfg.Listen))
 		cfg.Listen = oldCfg.Listen
+	}
+	if cfg.MaxHeaderBytes != oldCfg.MaxHeaderBytes {
+		r.NeedRestart = append(r.NeedRestart, "maxHeaderBytes")
+		cfg.MaxHeaderBytes = oldCfg.MaxHeaderBytes
+	}
+	if cfg.ReadHeaderTimeout != oldCfg.ReadHeaderTimeout || cfg.ReadTimeout != oldCfg.ReadTimeout {
+		r.NeedRestart = append(r.NeedRestart, "readHeaderTimeout, readTimeout")
+		cfg.ReadHeaderTimeout, cfg.ReadTimeout = oldCfg.ReadHeaderTimeout, oldCfg.ReadTimeout
 	}
 	byName := map[string]*backend{}
 	for _, b := range old {
