@@ -453,11 +453,17 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 	max := g.config().MaxInFlightPerSession
 	s.mu.Lock()
 	n := len(s.inflight)
-	if n < max {
+	_, dup := s.inflight[key]
+	if n < max && !dup {
 		s.inflight[key] = cancel
 	}
 	s.mu.Unlock()
-	if n >= max {
+	switch {
+	case dup:
+		// The specification forbids reusing an ID; counting calls by ID, the
+		// limit below relies on it.
+		return errorReply(msg.ID, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request with id %s is already in flight in this session; IDs must not be reused", truncate(msg.ID, 50))})
+	case n >= max:
 		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
 	}
 	defer context.AfterFunc(g.cut, func() { cancelCause(errShuttingDown) })()

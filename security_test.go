@@ -95,6 +95,9 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 	if msg := greedy.callTool("3", "echo", `{"text":"x"}`); msg.Error == nil || !strings.Contains(msg.Error.Message, "maxInFlightPerSession") {
 		t.Errorf("a third call in the session = %+v, want an error naming maxInFlightPerSession", msg)
 	}
+	if msg := greedy.callTool("0", "echo", `{"text":"x"}`); msg.Error == nil || msg.Error.Code != codeInvalidRequest || !strings.Contains(msg.Error.Message, "already in flight") {
+		t.Errorf("a call reusing the ID of one in flight = %+v, want a %d error (IDs must not be reused)", msg, codeInvalidRequest)
+	}
 	if got := toolText(t, polite.callTool("1", "echo", `{"text":"fine"}`)); got != "fine" {
 		t.Errorf("another session's call answered %q", got)
 	}
