@@ -281,7 +281,6 @@ func TestThousandConcurrentCallsFromTwentySessionsKeepTheirIDs(t *testing.T) {
 	for i := range clients {
 		clients[i] = connect(t, tg.url)
 	}
-	type failure struct{ s, n int }
 	var mu sync.Mutex
 	var failures []string
 	var wg sync.WaitGroup

@@ -110,13 +110,12 @@ func TestMain(m *testing.M) {
 		return
 	}
 	flagParse()
-	code, err := setup()
-	if err != nil {
+	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(2)
 	}
 	defer os.RemoveAll(adapter.dir)
-	code = m.Run()
+	code := m.Run()
 	if len(results) > 0 {
 		table := report()
 		fmt.Print("\n" + table)
@@ -129,7 +128,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup loads the adapter, builds fakeserver and runs the adapter's setup.
-func setup() (int, error) {
+func setup() error {
 	path := *adapterFlag
 	if path == "" {
 		path = os.Getenv("CONFORMANCE_ADAPTER")
@@ -139,15 +138,15 @@ func setup() (int, error) {
 	}
 	a, err := loadAdapter(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	adapter = a
 	if a.dir, err = os.MkdirTemp("", "conformance-"); err != nil {
-		return 0, err
+		return err
 	}
 	fakeserverBin = filepath.Join(a.dir, "fakeserver")
 	if out, err := exec.Command("go", "build", "-o", fakeserverBin, "../fakeserver").CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("building fakeserver: %v\n%s", err, out)
+		return fmt.Errorf("building fakeserver: %v\n%s", err, out)
 	}
 	data := templateData{Dir: a.dir}
 	for _, step := range a.Setup {
@@ -157,7 +156,7 @@ func setup() (int, error) {
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("adapter setup %q: %v\n%s", argv, err, out)
+			return fmt.Errorf("adapter setup %q: %v\n%s", argv, err, out)
 		}
 	}
 	if len(a.Version) > 0 {
@@ -168,5 +167,5 @@ func setup() (int, error) {
 		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		a.version = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	}
-	return 0, nil
+	return nil
 }
