@@ -143,6 +143,10 @@ type ServerConfig struct {
 	// the README).
 	Prefix string `json:"prefix"`
 
+	// Tools, if set, filters the server's tools by their own names before
+	// they are aggregated: a tool not offered cannot be called.
+	Tools *ToolFilter `json:"tools"`
+
 	// Disabled servers are not started. Desktop MCP clients use the same key.
 	Disabled bool `json:"disabled"`
 
@@ -158,6 +162,49 @@ type ServerConfig struct {
 
 	// name is the key of this server in mcpServers.
 	name string
+}
+
+// ToolFilter chooses which of a server's tools clients see. A pattern is an
+// exact name or a glob in which '*' stands for any run of characters.
+type ToolFilter struct {
+	// Allow, if not empty, lists the only tools offered.
+	Allow []string `json:"allow"`
+	// Deny lists tools not offered, even if allowed.
+	Deny []string `json:"deny"`
+}
+
+// allows reports whether the filter lets the tool called name through. A nil
+// filter lets every tool through.
+func (f *ToolFilter) allows(name string) bool {
+	if f == nil {
+		return true
+	}
+	match := func(patterns []string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool { return globMatch(p, name) })
+	}
+	return (len(f.Allow) == 0 || match(f.Allow)) && !match(f.Deny)
+}
+
+// globMatch reports whether name matches pattern, in which '*' matches any
+// run of characters and every other character only itself.
+func globMatch(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	name = name[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, part)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(part):]
+	}
+	return len(name) >= len(last) && strings.HasSuffix(name, last)
 }
 
 // Supervision says how corral restarts a server that exits and how it checks
@@ -692,6 +739,18 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
 	}
 	p.validateSupervision(name, s.Supervision)
+	if f := s.Tools; f != nil {
+		for _, list := range []struct {
+			field    string
+			patterns []string
+		}{{"tools.allow", f.Allow}, {"tools.deny", f.Deny}} {
+			for i, pat := range list.patterns {
+				if pat == "" {
+					p.errorf(name, fmt.Sprintf("%s[%d]", list.field, i), `empty pattern; write a tool name, or a glob such as "read_*"`)
+				}
+			}
+		}
+	}
 	if s.MaxInFlight < 0 {
 		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
 	}

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +45,7 @@ type Gateway struct {
 	lastHealth string // the last summary logged
 	cat        *catalog
 	sessions   map[*session]struct{}
+	subs       map[subKey]map[*session]string // subscribers of each resource, with the URI each used
 	closed     bool
 }
 
@@ -54,7 +55,7 @@ const defaultPageSize = 1000
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{},
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}, subs: map[subKey]map[*session]string{},
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
@@ -218,20 +219,6 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	}
 }
 
-// catalog is the aggregated tool list. It is immutable once built.
-type catalog struct {
-	tools  []catalogTool // sorted by name
-	byName map[string]*catalogTool
-}
-
-// catalogTool is one tool as clients see it.
-type catalogTool struct {
-	name    string          // the name clients call it by
-	orig    string          // the backend's name for it
-	backend *backend        // nil for a placeholder
-	raw     json.RawMessage // the tool object, renamed when name != orig
-}
-
 // backendChanged is called by a backend whenever its state or tools change.
 func (g *Gateway) backendChanged() {
 	g.rebuildCatalog()
@@ -256,112 +243,42 @@ func (g *Gateway) backendChanged() {
 	}
 }
 
-// rebuildCatalog recomputes the catalog from the backends' tool lists and
-// tells every session when it changed.
+// rebuildCatalog recomputes the catalog from the backends' lists and tells
+// every session of each list that changed.
 func (g *Gateway) rebuildCatalog() {
 	cat, collisions := buildCatalog(g.backendList())
 	g.mu.Lock()
-	changed := !sameCatalog(g.cat, cat)
+	old := g.cat
 	g.cat = cat
 	var sessions []*session
-	if changed && !g.closed {
+	if !g.closed {
 		for s := range g.sessions {
-			sessions = append(sessions, s)
+			s.mu.Lock()
+			if s.initialized {
+				sessions = append(sessions, s)
+			}
+			s.mu.Unlock()
 		}
 	}
 	g.mu.Unlock()
-	if !changed {
+	var notes []string
+	for k := range numKinds {
+		if !sameList(old.lists[k], cat.lists[k]) && !slices.Contains(notes, kinds[k].changed) {
+			notes = append(notes, kinds[k].changed)
+		}
+	}
+	if len(notes) == 0 {
 		return
 	}
 	for _, c := range collisions {
-		g.log.Warn("tool name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+		g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
 	}
-	note := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
-	for _, s := range sessions {
-		s.send(note)
-	}
-}
-
-// buildCatalog names every tool of every backend. A tool keeps its own name
-// unless its server has a prefix (then "prefix__name"), or another server
-// without a prefix has a tool of the same name: then each of the colliding
-// tools is named "server__name", so that no call can reach the wrong server.
-func buildCatalog(backends []*backend) (*catalog, []string) {
-	type entry struct {
-		b    *backend
-		t    backendTool
-		name string
-	}
-	var entries []entry
-	owners := map[string][]string{} // plain name -> servers offering it without a prefix
-	for _, b := range backends {
-		tools, _ := b.snapshot()
-		for _, t := range tools {
-			name := t.name
-			if b.cfg.Prefix != "" {
-				name = b.cfg.Prefix + toolSeparator + t.name
-			} else {
-				owners[name] = append(owners[name], b.name)
-			}
-			entries = append(entries, entry{b, t, name})
+	for _, method := range notes {
+		note, _ := encodeNotification(method, nil)
+		for _, s := range sessions {
+			s.send(note[:len(note)-1])
 		}
 	}
-	var collisions []string
-	for name, servers := range owners {
-		if len(servers) > 1 {
-			collisions = append(collisions, fmt.Sprintf("servers %q all offer tool %q; it is offered as %s", servers, name, qualifiedNames(servers, name)))
-		}
-	}
-	sort.Strings(collisions)
-	cat := &catalog{byName: make(map[string]*catalogTool, len(entries))}
-	for _, e := range entries {
-		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
-			e.name = e.b.name + toolSeparator + e.t.name
-		}
-		if _, dup := cat.byName[e.name]; dup {
-			collisions = append(collisions, fmt.Sprintf("tool %q of server %q is left out: the name is taken", e.name, e.b.name))
-			continue
-		}
-		raw := e.t.raw
-		if e.name != e.t.name {
-			raw = renameTool(raw, e.name)
-		}
-		cat.tools = append(cat.tools, catalogTool{name: e.name, orig: e.t.name, backend: e.b, raw: raw})
-		cat.byName[e.name] = nil
-	}
-	sort.Slice(cat.tools, func(i, j int) bool { return cat.tools[i].name < cat.tools[j].name })
-	for i := range cat.tools {
-		cat.byName[cat.tools[i].name] = &cat.tools[i]
-	}
-	return cat, collisions
-}
-
-func qualifiedNames(servers []string, name string) string {
-	var b bytes.Buffer
-	for i, s := range servers {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%q", s+toolSeparator+name)
-	}
-	return b.String()
-}
-
-// renameTool returns the tool object raw with its name replaced.
-func renameTool(raw json.RawMessage, name string) json.RawMessage {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return raw // listTools checked it is an object with a name
-	}
-	fields["name"], _ = json.Marshal(name)
-	out, _ := json.Marshal(fields)
-	return out
-}
-
-func sameCatalog(a, b *catalog) bool {
-	return slices.EqualFunc(a.tools, b.tools, func(x, y catalogTool) bool {
-		return x.name == y.name && x.backend == y.backend && bytes.Equal(x.raw, y.raw)
-	})
 }
 
 // session is one client's conversation with the gateway, over whatever front
@@ -372,20 +289,35 @@ type session struct {
 	notify func(msg []byte)
 
 	mu              sync.Mutex
+	initialized     bool // initialize was answered: notifications may follow
 	protocolVersion string
+	clientCaps      capabilities                  // what the client declared in initialize
+	logLevel        string                        // set by logging/setLevel; "" if never
 	inflight        map[string]context.CancelFunc // by the client's raw request ID
+	cancelled       map[string]bool               // requests the client cancelled
+	nextOut         int64                         // the last ID of a request corral sent the client
+	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
+}
+
+// outbound is a server's request passed on to a client.
+type outbound struct {
+	b  *backend
+	m  *mux
+	id json.RawMessage // the server's ID for it
 }
 
 // newSession registers a session so that it hears of catalog changes.
 func (g *Gateway) newSession(notify func([]byte)) *session {
-	s := &session{notify: notify, inflight: map[string]context.CancelFunc{}}
+	s := &session{notify: notify, inflight: map[string]context.CancelFunc{},
+		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 	g.mu.Lock()
 	g.sessions[s] = struct{}{}
 	g.mu.Unlock()
 	return s
 }
 
-// endSession cancels the session's calls in flight and forgets it.
+// endSession cancels the session's calls in flight, answers the servers'
+// requests it never answered, ends its subscriptions, and forgets it.
 func (g *Gateway) endSession(s *session) {
 	g.mu.Lock()
 	delete(g.sessions, s)
@@ -394,7 +326,17 @@ func (g *Gateway) endSession(s *session) {
 	for _, cancel := range s.inflight {
 		cancel()
 	}
+	out := s.outbound
+	s.outbound = map[int64]*outbound{}
+	level := s.logLevel
 	s.mu.Unlock()
+	for _, o := range out {
+		o.m.answer(o.id, errorReply(o.id, &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}))
+	}
+	g.unsubscribeAll(s)
+	if level != "" {
+		g.applyLogLevel()
+	}
 }
 
 func (s *session) send(msg []byte) {
@@ -437,10 +379,12 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 
 // handle serves one message from a session and returns the answer to send
 // back, or nil when the message needs none. ctx ends when the client goes
-// away.
-func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
+// away. send delivers a message related to the request (progress, a server's
+// request to the client) on the request's own stream; it must not block.
+func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send func([]byte)) *reply {
 	if msg.Method == "" {
-		return nil // an answer to a request corral never sends
+		g.clientAnswer(s, msg)
+		return nil
 	}
 	if msg.ID == nil {
 		g.handleNotification(s, msg)
@@ -470,20 +414,44 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 	defer func() {
 		s.mu.Lock()
 		delete(s.inflight, key)
+		delete(s.cancelled, key)
 		s.mu.Unlock()
 	}()
+	if send == nil {
+		send = s.send
+	}
 
 	var result any
 	var err error
 	switch msg.Method {
 	case "initialize":
-		result, err = g.initialize(s, msg.Params)
+		result, err = g.initialize(ctx, s, msg.Params)
 	case "ping":
 		result = json.RawMessage("{}")
 	case "tools/list":
-		result, err = g.listTools(ctx, msg.Params)
-	case "tools/call":
-		return g.callTool(ctx, msg)
+		result, err = g.list(ctx, kindTool, msg.Params)
+	case "prompts/list":
+		result, err = g.list(ctx, kindPrompt, msg.Params)
+	case "resources/list":
+		result, err = g.list(ctx, kindResource, msg.Params)
+	case "resources/templates/list":
+		result, err = g.list(ctx, kindTemplate, msg.Params)
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		b, params, werr := g.route(ctx, msg)
+		if werr != nil {
+			return errorReply(msg.ID, werr)
+		}
+		r := g.forward(ctx, s, msg, b, params, send)
+		if r == nil || s.wasCancelled(key) {
+			return nil // the client cancelled it: it wants no answer
+		}
+		return r
+	case "resources/subscribe":
+		result, err = g.subscribe(ctx, s, msg.Params)
+	case "resources/unsubscribe":
+		result, err = g.unsubscribe(ctx, s, msg.Params)
+	case "logging/setLevel":
+		result, err = g.setLogLevel(s, msg.Params)
 	default:
 		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
 	}
@@ -495,6 +463,13 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg) *reply {
 		raw, _ = json.Marshal(result)
 	}
 	return resultReply(msg.ID, raw)
+}
+
+// wasCancelled reports whether the client cancelled its request key.
+func (s *session) wasCancelled(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled[key]
 }
 
 func asWireError(err error) *wireError {
@@ -514,8 +489,12 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 		if json.Unmarshal(msg.Params, &p) != nil {
 			return
 		}
+		key := string(p.RequestID)
 		s.mu.Lock()
-		cancel := s.inflight[string(p.RequestID)]
+		cancel := s.inflight[key]
+		if cancel != nil {
+			s.cancelled[key] = true
+		}
 		s.mu.Unlock()
 		if cancel != nil {
 			cancel()
@@ -528,9 +507,12 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 
 // initialize answers a client's initialize with the version it asked for when
 // corral speaks it, and corral's newest otherwise, as the specification says.
-func (g *Gateway) initialize(s *session, params json.RawMessage) (any, error) {
+// The capabilities are those the servers offer, so it waits, until ctx ends,
+// for servers still in their first start.
+func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMessage) (any, error) {
 	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string       `json:"protocolVersion"`
+		Capabilities    capabilities `json:"capabilities"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
 		return nil, &wireError{Code: codeInvalidParams, Message: "initialize: params must be an object with a protocolVersion"}
@@ -540,61 +522,65 @@ func (g *Gateway) initialize(s *session, params json.RawMessage) (any, error) {
 		v = protocolVersions[0]
 	}
 	s.mu.Lock()
-	s.protocolVersion = v
+	s.protocolVersion, s.clientCaps = v, p.Capabilities
+	s.mu.Unlock()
+	g.waitFirstStarts(ctx)
+	caps := g.capabilities()
+	s.mu.Lock()
+	s.initialized = true
 	s.mu.Unlock()
 	return map[string]any{
 		"protocolVersion": v,
-		"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": true}},
+		"capabilities":    caps,
 		"serverInfo":      map[string]string{"name": "corral", "version": version},
 	}, nil
 }
 
+// capabilities returns what the gateway offers clients: what any of its
+// servers offers. Every list may change, as servers come and go.
+func (g *Gateway) capabilities() map[string]any {
+	caps := map[string]any{}
+	listChanged := map[string]bool{"listChanged": true}
+	for _, b := range g.backendList() {
+		c := b.capabilities()
+		if c.has(kindTool) {
+			caps["tools"] = listChanged
+		}
+		if c.has(kindPrompt) {
+			caps["prompts"] = listChanged
+		}
+		if c.has(kindResource) {
+			r, _ := caps["resources"].(map[string]bool)
+			if r == nil {
+				r = map[string]bool{"listChanged": true}
+				caps["resources"] = r
+			}
+			r["subscribe"] = r["subscribe"] || c.flag("resources", "subscribe")
+		}
+		for _, name := range []string{"completions", "logging"} {
+			if c[name] != nil {
+				caps[name] = struct{}{}
+			}
+		}
+	}
+	return caps
+}
+
 func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
 
-// listTools answers tools/list with a page of the aggregated catalog. It
-// waits, until ctx ends, for backends still in their first start, so that a
-// client that connects early sees every tool.
-func (g *Gateway) listTools(ctx context.Context, params json.RawMessage) (any, error) {
+// list answers a list request of kind k with a page of the aggregated
+// catalog. It waits, until ctx ends, for backends still in their first
+// start, so that a client that connects early sees everything.
+func (g *Gateway) list(ctx context.Context, k kind, params json.RawMessage) (any, error) {
 	g.waitFirstStarts(ctx)
-	var p struct {
-		Cursor string `json:"cursor"`
-	}
-	if len(params) > 0 {
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid params: " + err.Error()}
-		}
-	}
-	after := ""
-	if p.Cursor != "" {
-		c, err := base64.RawURLEncoding.DecodeString(p.Cursor)
-		if err != nil || len(c) == 0 {
-			return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid cursor"}
-		}
-		after = string(c)
-	}
 	g.mu.Lock()
 	cat := g.cat
 	g.mu.Unlock()
-	// The cursor is the last name sent, so that a page boundary survives a
-	// change of the catalog between pages.
-	i := sort.Search(len(cat.tools), func(i int) bool { return cat.tools[i].name > after })
 	size := g.pageSize
 	if size <= 0 {
 		size = defaultPageSize
 	}
-	end := min(i+size, len(cat.tools))
-	tools := make([]json.RawMessage, 0, end-i)
-	for _, t := range cat.tools[i:end] {
-		tools = append(tools, t.raw)
-	}
-	res := struct {
-		Tools      []json.RawMessage `json:"tools"`
-		NextCursor string            `json:"nextCursor,omitempty"`
-	}{Tools: tools}
-	if end < len(cat.tools) {
-		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(cat.tools[end-1].name))
-	}
-	return res, nil
+	return cat.page(k, params, size)
 }
 
 // waitFirstStarts waits until every backend's first start has succeeded or
@@ -609,72 +595,188 @@ func (g *Gateway) waitFirstStarts(ctx context.Context) {
 	}
 }
 
-// lookupTool finds a tool by the name clients call it. A name not in the
-// catalog may belong to a backend still in its first start: then it waits
-// for the first starts, until ctx ends, and looks again.
-func (g *Gateway) lookupTool(ctx context.Context, name string) *catalogTool {
+// lookup finds an item by the name clients use. A name not in the catalog
+// may belong to a backend still in its first start: then it waits for the
+// first starts, until ctx ends, and looks again.
+func (g *Gateway) lookup(ctx context.Context, k kind, name string) *catalogItem {
 	g.mu.Lock()
-	t := g.cat.byName[name]
+	it := g.cat.lookup(k, name)
 	g.mu.Unlock()
-	if t != nil {
-		return t
+	if it != nil {
+		return it
 	}
 	g.waitFirstStarts(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.cat.byName[name]
+	return g.cat.lookup(k, name)
 }
 
-// unknownTool says a tool is unknown and, since it may belong to a server
-// that never listed its tools, which servers are not ready.
-func (g *Gateway) unknownTool(name string) string {
-	msg := fmt.Sprintf("unknown tool %q; tools/list names the tools there are", name)
+// resolveURI finds the backend that serves a resource URI, and the server's
+// own URI for it, after waiting for first starts if it must; see
+// catalog.resolveURI.
+func (g *Gateway) resolveURI(ctx context.Context, uri string) (*backend, string) {
+	g.mu.Lock()
+	cat := g.cat
+	g.mu.Unlock()
+	if b, orig := cat.resolveURI(g.backendList(), uri); b != nil {
+		return b, orig
+	}
+	g.waitFirstStarts(ctx)
+	g.mu.Lock()
+	cat = g.cat
+	g.mu.Unlock()
+	return cat.resolveURI(g.backendList(), uri)
+}
+
+// unknown says an item is unknown and, since it may belong to a server that
+// never listed its items, which servers are not ready.
+func (g *Gateway) unknown(k kind, name string) string {
+	what := strings.TrimSuffix(kinds[k].field, "s")
+	if k == kindTemplate {
+		what = "resource"
+	}
+	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
 	for _, b := range g.backendList() {
 		h := b.health()
-		if h.State != stateReady && h.Tools == 0 {
-			msg += fmt.Sprintf(`; server %q, whose tools are not known, is %s: %s`, b.name, h.State, h.Error)
+		if h.State != stateReady && len(b.items(k)) == 0 {
+			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
 		}
 	}
 	return msg
 }
 
-// callTool routes tools/call to the backend that owns the tool, with the
-// server's own name for it, and returns the answer with the client's ID.
-func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) *reply {
+// codeResourceNotFound is MCP's error for a resource that does not exist.
+const codeResourceNotFound = -32002
+
+// route finds the backend a request goes to and the params to send it, with
+// the server's own names in them.
+func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, *wireError) {
 	var p struct {
 		Name string `json:"name"`
+		URI  string `json:"uri"`
+		Ref  struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"ref"`
 	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
-		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "tools/call: params must be an object with a tool name"})
+	if err := json.Unmarshal(msg.Params, &p); err != nil {
+		return nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
 	}
-	name := p.Name
-	t := g.lookupTool(ctx, name)
-	if t == nil {
-		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: g.unknownTool(name)})
+	byName := func(k kind, name string) (*backend, string, *wireError) {
+		if name == "" {
+			return nil, "", &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
+		}
+		it := g.lookup(ctx, k, name)
+		if it == nil {
+			return nil, "", &wireError{Code: codeInvalidParams, Message: g.unknown(k, name)}
+		}
+		return it.backend, it.orig, nil
 	}
-	params := msg.Params
-	if t.orig != name {
-		// Renamed by a prefix or a collision: the server gets its own name.
+	byURI := func(uri string) (*backend, string, *wireError) {
+		if uri == "" {
+			return nil, "", &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must hold a uri"}
+		}
+		b, orig := g.resolveURI(ctx, uri)
+		if b == nil {
+			return nil, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, uri) + ", and no resource template matches it"}
+		}
+		return b, orig, nil
+	}
+	switch msg.Method {
+	case "tools/call", "prompts/get":
+		k := kindTool
+		if msg.Method == "prompts/get" {
+			k = kindPrompt
+		}
+		b, orig, err := byName(k, p.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		params := msg.Params
+		if orig != p.Name {
+			params = setMember(params, "name", orig)
+		}
+		return b, params, nil
+	case "resources/read":
+		b, orig, err := byURI(p.URI)
+		if err != nil {
+			return nil, nil, err
+		}
+		params := msg.Params
+		if orig != p.URI {
+			params = setMember(params, "uri", orig)
+		}
+		return b, params, nil
+	default: // completion/complete
 		var fields map[string]json.RawMessage
-		json.Unmarshal(msg.Params, &fields) // an object: decoded above
-		fields["name"], _ = json.Marshal(t.orig)
-		params, _ = json.Marshal(fields)
+		json.Unmarshal(msg.Params, &fields)
+		var ref map[string]json.RawMessage
+		json.Unmarshal(fields["ref"], &ref)
+		var b *backend
+		var werr *wireError
+		switch p.Ref.Type {
+		case "ref/prompt":
+			var orig string
+			if b, orig, werr = byName(kindPrompt, p.Ref.Name); werr == nil {
+				ref["name"], _ = json.Marshal(orig)
+			}
+		case "ref/resource":
+			var orig string
+			if it := g.lookup(ctx, kindTemplate, p.Ref.URI); it != nil {
+				b, orig = it.backend, it.orig
+			} else {
+				b, orig, werr = byURI(p.Ref.URI)
+			}
+			if werr == nil {
+				ref["uri"], _ = json.Marshal(orig)
+			}
+		default:
+			werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, p.Ref.Type)}
+		}
+		if werr != nil {
+			return nil, nil, werr
+		}
+		if b.capabilities()["completions"] == nil {
+			return nil, nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q does not offer completions", b.name)}
+		}
+		fields["ref"], _ = json.Marshal(ref)
+		params, _ := json.Marshal(fields)
+		return b, params, nil
 	}
-	timeout := g.config().requestTimeout(t.backend.cfg)
+}
+
+// forward sends a client's request to backend b with params and returns the
+// answer with the client's ID, or nil if the client cancelled the request.
+// The server's progress for it and its requests to the client while it is in
+// flight go to send.
+func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params json.RawMessage, send func([]byte)) *reply {
+	rel := &related{s: s, send: send}
+	var p struct {
+		Meta struct {
+			Token json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(params, &p)
+	if t := p.Meta.Token; len(t) > 0 && string(t) != "null" {
+		rel.token = t
+	}
+	timeout := g.config().requestTimeout(b.cfg)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	answer, err := t.backend.call(ctx, "tools/call", params)
+	answer, err := b.call(ctx, msg.Method, params, rel)
 	var r *reply
 	outcome := outcomeOK
+	what := msg.Method
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		outcome = outcomeTimeout
 		r = errorReply(msg.ID, &wireError{Code: codeTimeout,
-			Message: fmt.Sprintf("server %q did not answer tools/call %q within %s (requestTimeout); corral cancelled the request", t.backend.name, name, timeout)})
+			Message: fmt.Sprintf("server %q did not answer %s within %s (requestTimeout); corral cancelled the request", b.name, what, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):
 		outcome = outcomeUnavailable
-		r = errorReply(msg.ID, unavailable("corral is shutting down: tools/call %q was cut off at the end of shutdownTimeout (%s)", name, g.config().ShutdownTimeout.D()))
+		r = errorReply(msg.ID, unavailable("corral is shutting down: %s was cut off at the end of shutdownTimeout (%s)", what, g.config().ShutdownTimeout.D()))
 	case errors.Is(err, context.Canceled):
 		outcome = outcomeCancelled
 		r = errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled"})
@@ -691,8 +793,316 @@ func (g *Gateway) callTool(ctx context.Context, msg *wireMsg) *reply {
 	default:
 		r = resultReply(msg.ID, answer.Result)
 	}
-	t.backend.metrics.observe(outcome, time.Since(start))
+	if msg.Method == "tools/call" {
+		b.metrics.observe(outcome, time.Since(start))
+	}
 	return r
+}
+
+// serverRequest passes a request a server sent to its client (sampling,
+// elicitation, roots) to the one session with requests in flight to that
+// server, on the stream of its latest such request, under an ID of the
+// session's own. The server gets an error instead when no session, or more
+// than one, has requests in flight to it (corral cannot tell whom it asks),
+// or when that session's client did not declare the capability the request
+// needs. Called on the mux's reading goroutine; it does not block.
+func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	fail := func(code int, format string, args ...any) {
+		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: fmt.Sprintf(format, args...)}))
+		b.log.Warn("refused a request of the server to a client", "method", msg.Method, "why", fmt.Sprintf(format, args...))
+	}
+	capability, known := map[string]string{
+		"sampling/createMessage": "sampling",
+		"elicitation/create":     "elicitation",
+		"roots/list":             "roots",
+	}[msg.Method]
+	if !known {
+		fail(codeMethodNotFound, "corral does not pass %s from servers to clients", msg.Method)
+		return
+	}
+	var rel *related
+	sessions := 0
+	for _, r := range m.relatedCalls() {
+		if rel == nil || r.s != rel.s {
+			sessions++
+		}
+		rel = r // the latest of the last session
+	}
+	switch {
+	case sessions == 0:
+		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and no client request is in flight to server %q", msg.Method, b.name)
+		return
+	case sessions > 1:
+		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
+		return
+	}
+	s := rel.s
+	s.mu.Lock()
+	declared := s.clientCaps[capability] != nil
+	var id int64
+	if declared {
+		s.nextOut++
+		id = s.nextOut
+		s.outbound[id] = &outbound{b: b, m: m, id: msg.ID}
+	}
+	s.mu.Unlock()
+	if !declared {
+		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
+		return
+	}
+	line, _ := encodeRequest(id, msg.Method, msg.Params)
+	rel.send(line[:len(line)-1])
+}
+
+// clientAnswer passes a client's answer to a server's request back to that
+// server, under the server's own ID.
+func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	s.mu.Lock()
+	o := s.outbound[id]
+	delete(s.outbound, id)
+	s.mu.Unlock()
+	if err != nil || o == nil {
+		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
+		return
+	}
+	if msg.Error != nil {
+		o.m.answer(o.id, errorReply(o.id, msg.Error))
+		return
+	}
+	o.m.answer(o.id, resultReply(o.id, msg.Result))
+}
+
+// logLevels are the levels of notifications/message, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLogLevel answers logging/setLevel: the session receives the servers'
+// log messages at that level and above, and the servers are asked for the
+// most verbose level any session wants.
+func (g *Gateway) setLogLevel(s *session, params json.RawMessage) (any, error) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	json.Unmarshal(params, &p)
+	if !slices.Contains(logLevels, p.Level) {
+		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("logging/setLevel: unknown level %q; want one of %s", p.Level, strings.Join(logLevels, ", "))}
+	}
+	s.mu.Lock()
+	s.logLevel = p.Level
+	s.mu.Unlock()
+	g.applyLogLevel()
+	return struct{}{}, nil
+}
+
+// applyLogLevel asks every server that logs for the most verbose level any
+// session wants, if it changed.
+func (g *Gateway) applyLogLevel() {
+	level := g.wantedLogLevel()
+	for _, b := range g.backendList() {
+		b.setLogLevel(level)
+	}
+}
+
+// wantedLogLevel returns the most verbose level a session asked for, or "".
+func (g *Gateway) wantedLogLevel() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	best := len(logLevels)
+	for s := range g.sessions {
+		s.mu.Lock()
+		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i < best {
+			best = i
+		}
+		s.mu.Unlock()
+	}
+	if best == len(logLevels) {
+		return ""
+	}
+	return logLevels[best]
+}
+
+// serverLog passes a server's log message to the sessions that asked for
+// messages of its level, with the server's name in its logger: "server", or
+// "server/logger" when the server named a logger.
+func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
+	var p struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+	}
+	json.Unmarshal(params, &p)
+	b.log.Debug("log message from server", "params", truncate(params, 1000))
+	level := slices.Index(logLevels, p.Level)
+	if level < 0 {
+		return
+	}
+	logger := b.name
+	if p.Logger != "" {
+		logger += "/" + p.Logger
+	}
+	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
+	note = note[:len(note)-1]
+	g.mu.Lock()
+	var to []*session
+	for s := range g.sessions {
+		s.mu.Lock()
+		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i <= level {
+			to = append(to, s)
+		}
+		s.mu.Unlock()
+	}
+	g.mu.Unlock()
+	for _, s := range to {
+		s.send(note)
+	}
+}
+
+// subKey names a subscription to a server's resource.
+type subKey struct {
+	server, uri string // the server's own URI
+}
+
+// subscribe answers resources/subscribe. The server hears of the first
+// subscriber to a resource only; its updates go to every subscriber.
+func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, uri, err := g.subscription(ctx, "resources/subscribe", params)
+	if err != nil {
+		return nil, err
+	}
+	if !b.capabilities().flag("resources", "subscribe") {
+		return nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q, which serves %q, does not offer subscriptions", b.name, uri)}
+	}
+	g.mu.Lock()
+	subs := g.subs[key]
+	first := len(subs) == 0
+	if subs == nil {
+		subs = map[*session]string{}
+		g.subs[key] = subs
+	}
+	subs[s] = uri
+	g.mu.Unlock()
+	if !first {
+		return struct{}{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	defer cancel()
+	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
+		g.mu.Lock()
+		delete(g.subs[key], s)
+		g.mu.Unlock()
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// unsubscribe answers resources/unsubscribe; the server hears of the last
+// subscriber's going.
+func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, _, err := g.subscription(ctx, "resources/unsubscribe", params)
+	if err != nil {
+		return nil, err
+	}
+	if g.dropSubscriber(key, s) {
+		ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+		defer cancel()
+		b.callInto(ctx, "resources/unsubscribe", setMember(params, "uri", key.uri))
+	}
+	return struct{}{}, nil
+}
+
+// subscription finds the backend and key of the URI in a subscription
+// request's params.
+func (g *Gateway) subscription(ctx context.Context, method string, params json.RawMessage) (*backend, subKey, string, error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.URI == "" {
+		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
+	}
+	b, orig := g.resolveURI(ctx, p.URI)
+	if b == nil {
+		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, p.URI)}
+	}
+	return b, subKey{b.name, orig}, p.URI, nil
+}
+
+// dropSubscriber removes s from the subscribers of key and reports whether
+// it was the last.
+func (g *Gateway) dropSubscriber(key subKey, s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	subs := g.subs[key]
+	if _, ok := subs[s]; !ok {
+		return false
+	}
+	delete(subs, s)
+	if len(subs) > 0 {
+		return false
+	}
+	delete(g.subs, key)
+	return true
+}
+
+// unsubscribeAll ends a session's subscriptions.
+func (g *Gateway) unsubscribeAll(s *session) {
+	g.mu.Lock()
+	var keys []subKey
+	for key, subs := range g.subs {
+		if _, ok := subs[s]; ok {
+			keys = append(keys, key)
+		}
+	}
+	g.mu.Unlock()
+	for _, key := range keys {
+		if !g.dropSubscriber(key, s) {
+			continue
+		}
+		for _, b := range g.backendList() {
+			if b.name == key.server {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
+					defer cancel()
+					b.callInto(ctx, "resources/unsubscribe", setMember(json.RawMessage("{}"), "uri", key.uri))
+				}()
+			}
+		}
+	}
+}
+
+// resourceUpdated passes a server's notifications/resources/updated to the
+// sessions subscribed to the resource, with the URI each of them used.
+func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	json.Unmarshal(params, &p)
+	g.mu.Lock()
+	subs := maps.Clone(g.subs[subKey{b.name, p.URI}])
+	g.mu.Unlock()
+	for s, uri := range subs {
+		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
+		s.send(note[:len(note)-1])
+	}
+}
+
+// backendReady brings a server that just became ready up to date with the
+// sessions: their log level and their subscriptions to its resources.
+func (g *Gateway) backendReady(b *backend, m *mux) {
+	b.setLogLevel(g.wantedLogLevel())
+	g.mu.Lock()
+	var uris []string
+	for key := range g.subs {
+		if key.server == b.name {
+			uris = append(uris, key.uri)
+		}
+	}
+	g.mu.Unlock()
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
+		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
+			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
+		}
+		cancel()
+	}
 }
 
 // healthReport is the body of /healthz.

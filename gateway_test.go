@@ -205,7 +205,8 @@ func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
 
 	got := c.listToolNames()
 	var want []string
-	for _, tool := range []string{"big", "crash", "echo", "flood", "garbage", "hang", "list_changed", "sleep", "stderr", "whoami"} {
+	for _, tool := range []string{"big", "crash", "echo", "elicit", "flood", "garbage", "hang", "list_changed", "log", "progress",
+		"prompts_changed", "resources_changed", "roots", "sample", "sleep", "stderr", "touch", "whoami"} {
 		want = append(want, "one_"+tool, "two__"+tool)
 	}
 	want = append(want, "one_tool_000", "one_tool_001", "one_tool_002")
@@ -258,7 +259,7 @@ func TestGatewayAnswersErrorsAndKeepsServing(t *testing.T) {
 	}{
 		{"an unknown tool", "tools/call", `{"name":"nope","arguments":{}}`, codeInvalidParams},
 		{"tools/call without a name", "tools/call", `{"arguments":{}}`, codeInvalidParams},
-		{"a method corral does not implement", "resources/list", ``, codeMethodNotFound},
+		{"a method corral does not implement", "nope/nothing", ``, codeMethodNotFound},
 		{"a bad cursor", "tools/list", `{"cursor":"***"}`, codeInvalidParams},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -529,23 +530,33 @@ func TestListChangedReachesTheSessionStream(t *testing.T) {
 	}
 }
 
-func TestRequestsWaitForServersStillInTheirFirstStart(t *testing.T) {
+func TestInitializeWaitsForServersStillInTheirFirstStart(t *testing.T) {
 	t.Parallel()
 	// The server cannot start until the test releases it, after the client's
-	// requests are sent: they must wait and then see its tools.
+	// initialize has arrived: the answer must wait, to declare what the
+	// server offers, and the server's tools must be there after it.
 	release := filepath.Join(t.TempDir(), "release")
-	tg := startGatewayNoWait(t, `{"mcpServers":{"late": {"command":"/bin/sh","args":["-c","while [ ! -e `+release+` ]; do sleep 0.01; done; exec FAKE -state STATE -prefix late_"]}}}`)
-	c := connect(t, tg.url)
-	names := make(chan []string, 1)
-	call := make(chan *wireMsg, 1)
-	go func() { names <- c.listToolNames() }()
-	go func() { call <- c.callTool("1", "late_echo", `{"text":"waited"}`) }()
+	tg := startGatewayNoWait(t, `{"mcpServers":{"late": {"command":"/bin/sh","args":["-c","while [ ! -e `+release+` ]; do sleep 0.01; done; exec FAKE -state STATE -prefix late_ -capabilities tools,prompts"]}}}`)
+	connected := make(chan *peer, 1)
+	go func() { connected <- newHTTPPeer(t, tg.url, `{}`) }()
+	waitFor(t, 10*time.Second, "the initialize request to arrive", func() bool {
+		tg.h.mu.Lock()
+		defer tg.h.mu.Unlock()
+		return len(tg.h.sessions) == 1
+	})
 	os.WriteFile(release, nil, 0o600)
-	if got := <-names; !slices.Contains(got, "late_echo") {
-		t.Errorf("tools/list sent while the server was starting = %q, want its tools", got)
+	p := <-connected
+	m, _ := p.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	var r struct{ Capabilities map[string]any }
+	result(t, m, &r)
+	if r.Capabilities["prompts"] == nil || r.Capabilities["resources"] != nil {
+		t.Errorf("capabilities = %v, want the late server's tools and prompts only", r.Capabilities)
 	}
-	if got := toolText(t, <-call); got != "waited" {
-		t.Errorf("tools/call sent while the server was starting = %q, want its answer", got)
+	if got := p.listAll("tools/list", "tools", "name"); !slices.Contains(got, "late_echo") {
+		t.Errorf("tools after initialize = %q, want the late server's", got)
+	}
+	if m, _ := p.call("tools/call", `{"name":"late_echo","arguments":{"text":"waited"}}`); text(t, m) != "waited" {
+		t.Errorf("tools/call = %s", m.Result)
 	}
 }
 

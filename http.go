@@ -209,11 +209,23 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if msg.ID == nil || msg.Method == "" {
-		h.gw.handle(r.Context(), s.session, msg)
+		h.gw.handle(r.Context(), s.session, msg, nil)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	answer := h.gw.handle(r.Context(), s.session, msg)
+	var answer *reply
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		var streamed bool
+		if answer, streamed = h.call(w, r, s, msg); streamed {
+			return
+		}
+	} else {
+		// Messages related to the request go to the session's stream.
+		answer = h.gw.handle(r.Context(), s.session, msg, nil)
+	}
+	if answer == nil {
+		answer = errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled by the client"})
+	}
 	if msg.Method == "initialize" && answer.result == nil {
 		h.endSession(s)
 		w.Header().Del("Mcp-Session-Id")
@@ -221,6 +233,70 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
 	answer.WriteTo(w)
+}
+
+// relatedBuffer is how many messages related to one request (progress, a
+// server's requests) may wait for a slow client; past it they are dropped.
+const relatedBuffer = 256
+
+// call serves a request whose client accepts an event stream. The answer
+// is returned, to be sent as JSON, unless a server sends messages related to
+// the request first: then the response becomes an event stream that carries
+// them, in order, and then the answer (streamed is true).
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *httpSession, msg *wireMsg) (answer *reply, streamed bool) {
+	rel := make(chan []byte, relatedBuffer)
+	var mu sync.Mutex
+	open := true
+	send := func(m []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !open {
+			s.send(m) // the request has ended: the session's own stream
+			return
+		}
+		select {
+		case rel <- m:
+		default:
+			h.log.Warn("dropping a message related to a request: the client reads too slowly", "method", msg.Method)
+		}
+	}
+	done := make(chan *reply, 1)
+	go func() { done <- h.gw.handle(r.Context(), s.session, msg, send) }()
+
+	var rc *http.ResponseController
+	write := func(m []byte) {
+		if rc == nil {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			rc = http.NewResponseController(w)
+		}
+		writeSSE(w, m)
+		rc.Flush()
+	}
+	for {
+		select {
+		case m := <-rel:
+			write(m)
+		case answer = <-done:
+			mu.Lock()
+			open = false
+			mu.Unlock()
+			for len(rel) > 0 {
+				write(<-rel)
+			}
+			if rc == nil {
+				return answer, false
+			}
+			if answer != nil {
+				io.WriteString(w, "event: message\ndata: ")
+				answer.WriteTo(w)
+				io.WriteString(w, "\n\n")
+				rc.Flush()
+			}
+			return nil, true
+		}
+	}
 }
 
 // lookupSession returns the session named by the request's Mcp-Session-Id, or

@@ -95,6 +95,11 @@ type fakeEvent struct {
 	ID        json.RawMessage `json:"id"`
 	RequestID json.RawMessage `json:"requestId"`
 	Code      int             `json:"code"`
+
+	ProgressToken json.RawMessage `json:"progressToken"`
+	Capabilities  json.RawMessage `json:"capabilities"`
+	URI           string          `json:"uri"`
+	Level         string          `json:"level"`
 }
 
 // fakeProcesses returns the state of every process recorded in dir.

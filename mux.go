@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,10 @@ type mux struct {
 	log      *slog.Logger
 	onNotify func(*wireMsg) // receives the server's notifications, on the reading goroutine
 
+	// onRequest receives the server's requests other than ping, on the
+	// reading goroutine; it must not block. If nil, they get -32601.
+	onRequest func(*wireMsg)
+
 	out    chan []byte   // lines for the server's stdin, written by writeLoop alone
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
@@ -75,9 +80,9 @@ type mux struct {
 	notes, logs perSecond
 
 	mu      sync.Mutex
-	pending map[int64]chan *wireMsg // by the ID sent to the server; each channel holds one answer
-	err     error                   // why the mux closed; set once
-	done    chan struct{}           // closed when err is set
+	pending map[int64]*pendingCall // by the ID sent to the server
+	err     error                  // why the mux closed; set once
+	done    chan struct{}          // closed when err is set
 }
 
 // newMux returns a mux for the server called name that allows at most
@@ -91,11 +96,26 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		// that a cancellation never has to wait for space.
 		out:     make(chan []byte, 2*maxInFlight+16),
 		slots:   make(chan struct{}, maxInFlight),
-		pending: make(map[int64]chan *wireMsg),
+		pending: make(map[int64]*pendingCall),
 		done:    make(chan struct{}),
 		notes:   perSecond{limit: defaultMaxNotifyRate},
 		logs:    perSecond{limit: 10},
 	}
+}
+
+// pendingCall is a request waiting for its answer.
+type pendingCall struct {
+	answer chan *wireMsg // holds the one answer
+	rel    *related      // nil for corral's own requests
+}
+
+// related is where the messages a server sends about one client request go
+// while the request is in flight: its progress, and the server's requests to
+// the client.
+type related struct {
+	s     *session
+	token json.RawMessage // the client's progress token, or nil
+	send  func([]byte)    // delivers a message on the request's stream; never blocks
 }
 
 // perSecond lets through at most limit events a second and counts the rest.
@@ -142,6 +162,15 @@ func (m *mux) warn(msg string, args ...any) {
 // specification forbids cancelling) and its late answer is dropped. Call fails
 // at once when maxInFlight requests are already in flight.
 func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (*wireMsg, error) {
+	return m.CallFor(ctx, method, params, nil)
+}
+
+// CallFor is Call for a client's request: rel, if not nil, receives the
+// server's progress notifications for it, and tells to whom the server's
+// requests made while it is in flight go. A progress token in rel replaces
+// the one in params, whatever it is, by the ID sent to the server, which is
+// unique among the requests in flight.
+func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage, rel *related) (*wireMsg, error) {
 	select {
 	case m.slots <- struct{}{}:
 	default:
@@ -150,6 +179,9 @@ func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (
 	defer func() { <-m.slots }()
 
 	id := m.nextID.Add(1)
+	if rel != nil && rel.token != nil {
+		params = setMeta(params, "progressToken", strconv.AppendInt(nil, id, 10))
+	}
 	line, err := encodeRequest(id, method, params)
 	if err != nil {
 		return nil, err
@@ -160,7 +192,7 @@ func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (
 		m.mu.Unlock()
 		return nil, m.err
 	}
-	m.pending[id] = answer
+	m.pending[id] = &pendingCall{answer: answer, rel: rel}
 	m.mu.Unlock()
 
 	select {
@@ -188,6 +220,55 @@ func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// setMeta returns params with member key of its _meta set to value. Params
+// that are not an object are returned as they are.
+func setMeta(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil || fields == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(fields["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[key] = value
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// setMember returns the object raw with member key set to value; raw that is
+// not an object is returned as it is.
+func setMember(raw json.RawMessage, key string, value any) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return raw
+	}
+	fields[key], _ = json.Marshal(value)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// relatedCalls returns the related of every client request in flight,
+// oldest first.
+func (m *mux) relatedCalls() []*related {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]int64, 0, len(m.pending))
+	for id, p := range m.pending {
+		if p.rel != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]*related, len(ids))
+	for i, id := range ids {
+		out[i] = m.pending[id].rel
+	}
+	return out
 }
 
 // forget removes a pending request and reports whether it was still pending.
@@ -294,8 +375,18 @@ func (m *mux) dispatch(line []byte) {
 		return
 	}
 	switch {
+	case msg.Method == "ping" && msg.ID != nil:
+		// corral answers ping itself, as the specification requires of every peer.
+		m.answer(msg.ID, resultReply(msg.ID, json.RawMessage("{}")))
 	case msg.Method != "" && msg.ID != nil:
-		m.answerServerRequest(msg)
+		if m.onRequest == nil {
+			m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: codeMethodNotFound,
+				Message: fmt.Sprintf("corral does not pass %s from servers to clients", msg.Method)}))
+			return
+		}
+		m.onRequest(msg)
+	case msg.Method == "notifications/progress":
+		m.progress(msg)
 	case msg.Method != "":
 		ok, dropped := m.notes.allow(time.Now())
 		if dropped > 0 {
@@ -434,10 +525,10 @@ func skipValue(data []byte, i int) int {
 func (m *mux) deliver(msg *wireMsg) {
 	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
 	m.mu.Lock()
-	answer, ok := m.pending[id]
+	pc, ok := m.pending[id]
 	delete(m.pending, id)
 	if ok {
-		answer <- msg // buffered, and the only send: never blocks
+		pc.answer <- msg // buffered, and the only send: never blocks
 	}
 	m.mu.Unlock()
 	switch {
@@ -455,32 +546,64 @@ func (m *mux) deliver(msg *wireMsg) {
 func (m *mux) failTooLong(e *lineTooLongError) {
 	id, err := strconv.ParseInt(string(e.id), 10, 64)
 	m.mu.Lock()
-	answer, ok := m.pending[id]
+	pc, ok := m.pending[id]
 	delete(m.pending, id)
 	if ok && err == nil {
-		answer <- &wireMsg{ID: e.id, Error: &wireError{Code: codeInternalError,
+		pc.answer <- &wireMsg{ID: e.id, Error: &wireError{Code: codeInternalError,
 			Message: fmt.Sprintf("server %q answered with a %s", m.name, e.Error())}}
 	}
 	m.mu.Unlock()
 	m.log.Warn("skipped a line over the size limit", "bytes", e.size, "max", e.max, "id", string(e.id))
 }
 
-// answerServerRequest answers a request the server sent to its client.
-// corral answers ping itself, as the specification requires of every peer.
-func (m *mux) answerServerRequest(msg *wireMsg) {
-	r := errorReply(msg.ID, &wireError{Code: codeMethodNotFound,
-		Message: fmt.Sprintf("corral does not pass %s from servers to clients", msg.Method)})
-	if msg.Method == "ping" {
-		r = resultReply(msg.ID, json.RawMessage("{}"))
-	}
+// answer sends r, the answer to the server's request id, to the server. It
+// never blocks: when the queue is full the server is not reading its stdin.
+func (m *mux) answer(id json.RawMessage, r *reply) {
 	var line bytes.Buffer
 	r.WriteTo(&line)
 	line.WriteByte('\n')
 	select {
 	case m.out <- line.Bytes():
 	default:
-		m.log.Warn("stdin queue full; dropping an answer to the server's request", "method", msg.Method)
+		m.log.Warn("stdin queue full; dropping an answer to the server's request", "id", truncate(id, 50))
 	}
+}
+
+// notifyNow sends a notification to the server if the queue has room.
+func (m *mux) notifyNow(method string, params json.RawMessage) {
+	line, err := encodeNotification(method, params)
+	if err != nil {
+		return
+	}
+	select {
+	case m.out <- line:
+	default:
+		m.log.Warn("stdin queue full; dropping a notification to the server", "method", method)
+	}
+}
+
+// progress passes a progress notification on to the client whose request it
+// is about, with the client's own token, in the order the server sent them.
+// Progress for a request no longer in flight is dropped.
+func (m *mux) progress(msg *wireMsg) {
+	var p struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	json.Unmarshal(msg.Params, &p)
+	id, err := strconv.ParseInt(string(p.Token), 10, 64)
+	m.mu.Lock()
+	var rel *related
+	if pc := m.pending[id]; err == nil && pc != nil {
+		rel = pc.rel
+	}
+	m.mu.Unlock()
+	if rel == nil || rel.token == nil {
+		m.log.Debug("dropping progress for a request not in flight", "progressToken", truncate(p.Token, 50))
+		return
+	}
+	params := setMember(msg.Params, "progressToken", rel.token)
+	note, _ := encodeNotification("notifications/progress", params)
+	rel.send(note[:len(note)-1])
 }
 
 // close retires every pending request with err and stops the mux. Only the

@@ -560,7 +560,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 
 	// One writer owns out. Answers wait for it; notifications are dropped
 	// when it is behind, like on an HTTP session's stream.
-	lines := make(chan *reply, sessionEventBuffer)
+	lines := make(chan *reply, relatedBuffer)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -646,13 +646,13 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 				continue
 			}
 			if msg.ID == nil || msg.Method == "" {
-				gw.handle(callCtx, s, msg)
+				gw.handle(callCtx, s, msg, nil)
 				continue
 			}
 			calls.Add(1)
 			go func() {
 				defer calls.Done()
-				if answer := gw.handle(callCtx, s, msg); answer != nil {
+				if answer := gw.handle(callCtx, s, msg, nil); answer != nil {
 					lines <- answer
 				}
 			}()

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,12 +29,6 @@ const (
 
 // protocolVersions are the MCP versions corral speaks, newest first.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// backendTool is one tool as the server listed it.
-type backendTool struct {
-	name string          // the server's name for it
-	raw  json.RawMessage // the tool object as the server sent it
-}
 
 // backend runs one configured server, restarts it when it exits, and serves
 // calls to it. Its methods are safe for concurrent use.
@@ -58,16 +53,21 @@ type backend struct {
 	stopping  bool
 	proc      *process
 	mux       *mux
-	tools     []backendTool // the last list the server gave; kept after it exits
-	lastErr   string        // why it is not ready, for errors and /healthz
-	lastExit  string        // how its last process ended
-	restarts  int           // processes started after the first
+	lists     [numKinds][]backendItem // the last lists the server gave; kept after it exits
+	caps      capabilities            // what the server declared in its last handshake
+	logLevel  string                  // the level last asked of the running process
+	lastErr   string                  // why it is not ready, for errors and /healthz
+	lastExit  string                  // how its last process ended
+	restarts  int                     // processes started after the first
 	readyAt   time.Time
 	retryAt   time.Time     // when a failed backend is tried again
 	firstDone chan struct{} // closed when the first start has succeeded or failed
 	firstOnce sync.Once
 
 	metrics callMetrics
+
+	stale [numKinds]atomic.Bool // lists the server said changed, not yet listed again
+	gw    *Gateway
 
 	stopCh chan struct{} // closed when stop begins: ends a backoff wait
 	hurry  chan struct{} // closed to make a stop skip its waits
@@ -89,6 +89,7 @@ func newBackend(g *Gateway, gcfg *Config, cfg *ServerConfig) *backend {
 		changed:   make(chan struct{}),
 		firstDone: make(chan struct{}),
 		stopCh:    make(chan struct{}),
+		gw:        g,
 		hurry:     make(chan struct{}),
 	}
 }
@@ -194,11 +195,12 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	}
 	refresh := make(chan struct{}, 1)
 	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
+	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
 	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
 		m.notes.limit = n
 	}
 	b.mu.Lock()
-	b.proc, b.mux = p, m
+	b.proc, b.mux, b.logLevel = p, m, ""
 	b.mu.Unlock()
 	b.startMu.Unlock()
 	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
@@ -227,8 +229,9 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	b.mu.Unlock()
 	b.setState(stateReady, "")
 
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); b.pingLoop(p, m) }()
+	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
 	<-m.done
 	readyFor = time.Since(readyAt)
 	p.Stop(b.hurry)
@@ -405,11 +408,9 @@ func (b *backend) handshake(m *mux) error {
 		"clientInfo":      map[string]string{"name": "corral", "version": version},
 	})
 	var init struct {
-		ProtocolVersion string `json:"protocolVersion"`
-		Capabilities    struct {
-			Tools json.RawMessage `json:"tools"`
-		} `json:"capabilities"`
-		ServerInfo struct {
+		ProtocolVersion string       `json:"protocolVersion"`
+		Capabilities    capabilities `json:"capabilities"`
+		ServerInfo      struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		} `json:"serverInfo"`
@@ -425,14 +426,19 @@ func (b *backend) handshake(m *mux) error {
 		return startError("notifications/initialized", timeout, err)
 	}
 	b.log.Info("initialized", "serverName", init.ServerInfo.Name, "serverVersion", init.ServerInfo.Version, "protocolVersion", init.ProtocolVersion)
-	var tools []backendTool
-	if init.Capabilities.Tools != nil {
+	var lists [numKinds][]backendItem
+	for k := range numKinds {
+		if !init.Capabilities.has(k) {
+			continue
+		}
 		var err error
-		if tools, err = listTools(ctx, m); err != nil {
-			return startError("tools/list", timeout, err)
+		if lists[k], err = listItems(ctx, m, k); err != nil {
+			return startError(kinds[k].list, timeout, err)
 		}
 	}
-	b.setTools(tools)
+	b.mu.Lock()
+	b.lists, b.caps = lists, init.Capabilities
+	b.mu.Unlock()
 	return nil
 }
 
@@ -459,47 +465,55 @@ func callInto(ctx context.Context, m *mux, method string, params json.RawMessage
 	return nil
 }
 
-// maxToolPages bounds the pages of one listing, against a server whose
+// maxListPages bounds the pages of one listing, against a server whose
 // cursors never end.
-const maxToolPages = 1000
+const maxListPages = 1000
 
-// listTools lists every tool of the server, following nextCursor.
-func listTools(ctx context.Context, m *mux) ([]backendTool, error) {
-	var tools []backendTool
+// listItems lists every item of kind k the server has, following
+// nextCursor. A server that declared resources but does not know
+// resources/templates/list has no templates.
+func listItems(ctx context.Context, m *mux, k kind) ([]backendItem, error) {
+	var items []backendItem
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 0; ; page++ {
-		if page == maxToolPages {
-			return nil, fmt.Errorf("more than %d pages", maxToolPages)
+		if page == maxListPages {
+			return nil, fmt.Errorf("more than %d pages", maxListPages)
 		}
 		var params json.RawMessage
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		var res struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
-		}
-		if err := callInto(ctx, m, "tools/list", params, &res); err != nil {
+		var res map[string]json.RawMessage
+		if err := callInto(ctx, m, kinds[k].list, params, &res); err != nil {
+			var we *wireError
+			if k == kindTemplate && errors.As(err, &we) && we.Code == codeMethodNotFound {
+				return nil, nil
+			}
 			return nil, err
 		}
-		for _, raw := range res.Tools {
-			var t struct {
-				Name string `json:"name"`
+		var list []json.RawMessage
+		if err := json.Unmarshal(res[kinds[k].field], &list); err != nil {
+			return nil, fmt.Errorf("invalid result: %q is not a list", kinds[k].field)
+		}
+		for _, raw := range list {
+			var fields map[string]json.RawMessage
+			var name string
+			if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(fields[kinds[k].key], &name) != nil || name == "" {
+				return nil, fmt.Errorf("an item without a %s: %s", kinds[k].key, truncate(raw, 200))
 			}
-			if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-				return nil, fmt.Errorf("a tool without a name: %s", truncate(raw, 200))
-			}
-			if seen[t.Name] {
+			if seen[name] {
 				continue // listed twice (a server whose pages overlap)
 			}
-			seen[t.Name] = true
-			tools = append(tools, backendTool{name: t.Name, raw: raw})
+			seen[name] = true
+			items = append(items, backendItem{name: name, raw: raw})
 		}
-		if res.NextCursor == "" {
-			return tools, nil
+		var next string
+		json.Unmarshal(res["nextCursor"], &next)
+		if next == "" {
+			return items, nil
 		}
-		cursor = res.NextCursor
+		cursor = next
 	}
 }
 
@@ -507,19 +521,34 @@ func listTools(ctx context.Context, m *mux) ([]backendTool, error) {
 func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 	switch msg.Method {
 	case "notifications/tools/list_changed":
-		select {
-		case refresh <- struct{}{}:
-		default: // a refresh is already due
-		}
+		b.refreshDue(refresh, kindTool)
+	case "notifications/prompts/list_changed":
+		b.refreshDue(refresh, kindPrompt)
+	case "notifications/resources/list_changed":
+		b.refreshDue(refresh, kindResource, kindTemplate)
 	case "notifications/message":
-		b.log.Info("log message from server", "params", truncate(msg.Params, 1000))
+		b.gw.serverLog(b, msg.Params)
+	case "notifications/resources/updated":
+		b.gw.resourceUpdated(b, msg.Params)
 	default:
 		b.log.Debug("notification from server not passed on", "method", msg.Method)
 	}
 }
 
-// refreshLoop lists the server's tools again each time it says they changed,
-// until the mux closes.
+// refreshDue marks lists of the given kinds as due for listing again and
+// wakes refreshLoop.
+func (b *backend) refreshDue(refresh chan<- struct{}, ks ...kind) {
+	for _, k := range ks {
+		b.stale[k].Store(true)
+	}
+	select {
+	case refresh <- struct{}{}:
+	default: // a refresh is already due
+	}
+}
+
+// refreshLoop lists again, each time the server says they changed, the
+// lists that changed, until the mux closes.
 func (b *backend) refreshLoop(m *mux, refresh <-chan struct{}) {
 	for {
 		select {
@@ -527,22 +556,37 @@ func (b *backend) refreshLoop(m *mux, refresh <-chan struct{}) {
 		case <-m.done:
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StartTimeout.D())
-		tools, err := listTools(ctx, m)
-		cancel()
-		if err != nil {
-			b.log.Warn("listing tools again after list_changed failed; keeping the old list", "err", err)
-			continue
+		for k := range numKinds {
+			if !b.stale[k].Swap(false) || !b.capabilities().has(k) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StartTimeout.D())
+			items, err := listItems(ctx, m, k)
+			cancel()
+			if err != nil {
+				b.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)
+				continue
+			}
+			b.mu.Lock()
+			b.lists[k] = items
+			b.mu.Unlock()
 		}
-		b.setTools(tools)
 		b.onChange()
 	}
 }
 
-func (b *backend) setTools(tools []backendTool) {
+// items returns the server's last list of kind k.
+func (b *backend) items(k kind) []backendItem {
 	b.mu.Lock()
-	b.tools = tools
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	return b.lists[k]
+}
+
+// capabilities returns what the server declared in its last handshake.
+func (b *backend) capabilities() capabilities {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.caps
 }
 
 // setState moves the backend to state s for the reason why, logs the
@@ -576,14 +620,14 @@ func (b *backend) setState(s backendState, why string) {
 // server is starting or waiting to restart, call waits for it, until ctx
 // ends; when it is failed or stopped, call fails at once with an error that
 // says why.
-func (b *backend) call(ctx context.Context, method string, params json.RawMessage) (*wireMsg, error) {
+func (b *backend) call(ctx context.Context, method string, params json.RawMessage, rel *related) (*wireMsg, error) {
 	for {
 		b.mu.Lock()
 		state, m, changed, lastErr := b.state, b.mux, b.changed, b.lastErr
 		b.mu.Unlock()
 		switch state {
 		case stateReady:
-			return m.Call(ctx, method, params)
+			return m.CallFor(ctx, method, params, rel)
 		case stateStarting, stateBackoff:
 			select {
 			case <-changed:
@@ -598,11 +642,46 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 	}
 }
 
-// snapshot returns the backend's tools and state.
-func (b *backend) snapshot() (tools []backendTool, state backendState) {
+// callInto makes a call for corral itself; an answer that is an error is
+// returned as the error, for the client.
+func (b *backend) callInto(ctx context.Context, method string, params json.RawMessage) error {
+	a, err := b.call(ctx, method, params, nil)
+	if err != nil {
+		return err
+	}
+	if a.Error != nil {
+		return a.Error
+	}
+	return nil
+}
+
+// setLogLevel asks the server, if it is ready and logs, for messages at
+// level and above, unless it was asked for that level already.
+func (b *backend) setLogLevel(level string) {
+	b.mu.Lock()
+	m, ok := b.mux, level != "" && b.state == stateReady && b.caps["logging"] != nil && b.logLevel != level
+	if ok {
+		b.logLevel = level
+	}
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
+		defer cancel()
+		params, _ := json.Marshal(map[string]string{"level": level})
+		if err := callInto(ctx, m, "logging/setLevel", params, &struct{}{}); err != nil {
+			b.log.Warn("logging/setLevel failed", "level", level, "err", err)
+		}
+	}()
+}
+
+// snapshot returns the backend's state.
+func (b *backend) snapshot() backendState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.tools, b.state
+	return b.state
 }
 
 // stop stops the backend: no process starts after stop begins, a backoff wait
@@ -666,7 +745,7 @@ type health struct {
 func (b *backend) health() health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := health{Name: b.name, State: b.state, Tools: len(b.tools), Restarts: b.restarts, LastExit: b.lastExit}
+	h := health{Name: b.name, State: b.state, Tools: len(b.lists[kindTool]), Restarts: b.restarts, LastExit: b.lastExit}
 	if b.proc != nil {
 		h.PID = b.proc.pid
 		if b.state != stateReady {

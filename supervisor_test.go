@@ -267,7 +267,7 @@ func TestStopDuringBackoffStartsNothing(t *testing.T) {
 	if got := len(serversNamed(t, tg.dir, "bad")); got != 1 {
 		t.Errorf("%d processes started, want only the first", got)
 	}
-	if _, state := b.snapshot(); state != stateStopped {
+	if state := b.snapshot(); state != stateStopped {
 		t.Errorf("state after Stop = %s, want stopped", state)
 	}
 }

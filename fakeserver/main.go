@@ -23,7 +23,13 @@
 //		Add N tools named PREFIX+"tool_000", PREFIX+"tool_001", ... that
 //		answer like whoami.
 //	-page-size N
-//		Paginate tools/list, N tools a page (default 0: no pagination).
+//		Paginate tools/list, resources/list, resources/templates/list and
+//		prompts/list, N items a page (default 0: no pagination).
+//	-capabilities LIST
+//		Declare only the server capabilities in the comma-separated LIST, a
+//		subset of tools, resources, prompts, completions and logging
+//		(default all five). Requests of an undeclared capability get error
+//		-32601.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -69,11 +75,13 @@
 //
 // # Protocol
 //
-// The server answers initialize, ping, tools/list and tools/call. Every other
-// request gets error -32601 "method not found: METHOD". Notifications other
-// than notifications/cancelled are ignored, and so are responses. A line that
-// is not JSON gets error -32700 "parse error" with a null id; valid JSON that
-// is not a message gets error -32600 "invalid request". Blank lines are
+// The server answers initialize, ping and the requests of the capabilities it
+// declares (see Capabilities). Every other request gets error -32601 "method
+// not found: METHOD". Notifications other than notifications/cancelled and
+// notifications/roots/list_changed are ignored, and so are responses that do
+// not answer a request of the server's (see Requests to the client). A line
+// that is not JSON gets error -32700 "parse error" with a null id; valid JSON
+// that is not a message gets error -32600 "invalid request". Blank lines are
 // ignored. End of file on standard input ends the process with code 0 at
 // once: requests still being handled are not answered.
 //
@@ -81,8 +89,55 @@
 // come out of order. A request named by notifications/cancelled while still
 // being handled is never answered.
 //
-// With -page-size, tools/list returns a page of tools and, while more remain,
-// an opaque "nextCursor". An unknown cursor gets error -32602 "invalid cursor".
+// With -page-size, tools/list (and every other list) returns a page of items
+// and, while more remain, an opaque "nextCursor". An unknown cursor gets error
+// -32602 "invalid cursor".
+//
+// # Capabilities
+//
+// Unless -capabilities says otherwise, initialize declares
+//
+//	{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},
+//	 "prompts":{"listChanged":true},"completions":{},"logging":{}}
+//
+// Below, NAME is the -name flag's value.
+//
+// tools: tools/list and tools/call (see Tools).
+//
+// resources: resources/list lists fake://NAME/hello (name "hello", mimeType
+// text/plain) and fake://NAME/counter (name "counter");
+// resources/templates/list lists fake://NAME/echo/{text} (name "echo").
+// resources/read {uri} answers contents [{uri, mimeType: "text/plain", text}]
+// where text is "hello from NAME" for hello, the decimal value of a counter
+// (starting at 0, incremented by the touch tool) for counter and the
+// URL-unescaped X for fake://NAME/echo/X. Other URIs get error -32002
+// "resource not found: URI". resources/subscribe and resources/unsubscribe
+// {uri} add uri to or remove it from the subscribed set and answer {}.
+//
+// prompts: prompts/list lists one prompt, {"name":"greet","description":
+// "Greets someone.","arguments":[{"name":"who","required":true}]}.
+// prompts/get {name: "greet", arguments: {who: W}} answers
+// {"description":"greeting","messages":[{"role":"user","content":{"type":
+// "text","text":"Hello, W, from NAME"}}]}. An unknown prompt gets error -32602
+// `unknown prompt "X"`, a missing who error -32602 `missing argument "who"`.
+//
+// completions: completion/complete {ref, argument: {name, value}} completes
+// argument who of ref {type: "ref/prompt", name: "greet"} from alice, bob and
+// carol, and argument text of ref {type: "ref/resource", uri:
+// "fake://NAME/echo/{text}"} from one, three and two: it answers
+// {"completion":{"values":[...],"total":N,"hasMore":false}} with the choices
+// that start with value. Other refs and arguments get error -32602.
+//
+// logging: logging/setLevel {level} sets the level below which the log tool
+// sends nothing, and answers {}. Levels are those of RFC 5424, least severe
+// first: debug, info, notice, warning, error, critical, alert, emergency.
+// An unknown level gets error -32602 `invalid level "X"`.
+//
+// # Requests to the client
+//
+// The tools sample, elicit and roots send a request to the client and wait,
+// for at most 30 seconds, for its answer. The server numbers its requests
+// with integers from 1.
 //
 // # Tools
 //
@@ -114,10 +169,47 @@
 //	flood {count: int}
 //		Send count notifications/message in a single write, then answer
 //		"done".
+//	touch {}
+//		Increment the counter resource's counter; if fake://NAME/counter is
+//		subscribed, send notifications/resources/updated for it. Then answer
+//		"counter N", N the new value.
+//	resources_changed {}
+//		Send notifications/resources/list_changed, then answer "sent".
+//	prompts_changed {}
+//		Send notifications/prompts/list_changed, then answer "sent".
+//	progress {steps?: int, delay_ms?: int}
+//		If the request has params._meta.progressToken, send
+//		notifications/progress {progressToken (as received), progress: i,
+//		total: steps, message: "step i of STEPS"} for i from 1 to steps
+//		(default 3), waiting delay_ms milliseconds (default 0) between
+//		steps; then answer "done STEPS".
+//	log {level?: string, data?: string}
+//		Unless level (default "info") is less severe than the level set by
+//		logging/setLevel, send notifications/message {"level":LEVEL,
+//		"logger":"fake","data":DATA}, data defaulting to "hello", and answer
+//		"logged"; otherwise answer "filtered".
+//	sample {prompt?: string}
+//		Send sampling/createMessage {"messages":[{"role":"user","content":
+//		{"type":"text","text":PROMPT}}],"maxTokens":100}, prompt defaulting to
+//		"hi", and answer "sampled: TEXT", TEXT being result.content.text.
+//	elicit {message?: string}
+//		Send elicitation/create {"message":MESSAGE,"requestedSchema":
+//		{"type":"object","properties":{"name":{"type":"string"}}}}, message
+//		defaulting to "name?", and answer "elicited: " followed by the result
+//		as compact JSON.
+//	roots {}
+//		Send roots/list and answer "roots: " followed by result.roots as
+//		compact JSON.
 //
 // Answers are results of the form
 //
 //	{"content":[{"type":"text","text":TEXT}]}
+//
+// If the client answers the request of sample, elicit or roots with an error,
+// the tool answers `{"content":[{"type":"text","text":"WHAT failed: CODE
+// MESSAGE"}],"isError":true}`, WHAT being "sampling", "elicitation" or
+// "roots"; if the client does not answer in time, the text is "WHAT failed:
+// no answer after 30s".
 //
 // # State
 //
@@ -141,10 +233,24 @@
 //	{"time":T,"event":"request","method":"tools/call","id":7,"tool":"echo"}
 //		A request was received, recorded before it is handled. id is the
 //		request's id as sent (compacted JSON); tool, the name of the tool as
-//		sent, is present only for tools/call.
+//		sent, is present only for tools/call. A tools/call whose
+//		params._meta.progressToken is present and not null also has
+//		"progressToken", the token as compacted JSON. An initialize whose
+//		params have "capabilities" also has "capabilities", the client's
+//		capabilities as compacted JSON.
 //	{"time":T,"event":"cancelled","requestId":7,"reason":"timeout"}
 //		A notifications/cancelled was received. requestId and reason are
 //		omitted if absent; requestId is compacted JSON.
+//	{"time":T,"event":"notification","method":"notifications/roots/list_changed"}
+//		A notifications/roots/list_changed was received.
+//	{"time":T,"event":"subscribe","uri":"fake://fake/counter"}
+//	{"time":T,"event":"unsubscribe","uri":"fake://fake/counter"}
+//		A resources/subscribe or resources/unsubscribe was handled,
+//		recorded before it is answered.
+//	{"time":T,"event":"setLevel","level":"warning"}
+//		A logging/setLevel was handled, recorded before it is answered.
+//	{"time":T,"event":"server-request","method":"roots/list","id":1}
+//		The server is about to send a request to the client.
 //	{"time":T,"event":"exit","code":0,"reason":"stdin closed"}
 //		The process is about to exit deliberately. reason is one of
 //		"stdin closed", "lifetime", "signal terminated", "signal interrupt",
@@ -165,6 +271,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -177,6 +284,9 @@ const (
 	roleDaemonizer = "daemonizer"
 )
 
+// capabilityNames are the server capabilities -capabilities may name.
+var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging"}
+
 // options holds the command-line flags.
 type options struct {
 	name                     string
@@ -184,6 +294,7 @@ type options struct {
 	protocolVersion          string
 	extraTools               int
 	pageSize                 int
+	capabilities             map[string]bool // by name, declared ones only
 	stateDir                 string
 	lifetime                 time.Duration
 	ignoreSigterm            bool
@@ -210,7 +321,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.prefix, "prefix", "", "`string` prepended to every tool name")
 	fs.StringVar(&o.protocolVersion, "protocol-version", "", "answer initialize with this `version` whatever the client asks")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
-	fs.IntVar(&o.pageSize, "page-size", 0, "paginate tools/list with this many tools a page (0: no pagination)")
+	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
+	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
@@ -229,7 +341,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
+	o.capabilities, err = parseCapabilities(*capabilities)
 	switch {
+	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
 	case !slices.Contains([]string{"", "group", "setsid", "daemon"}, o.grandchild):
@@ -245,6 +359,22 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// parseCapabilities parses the value of -capabilities.
+func parseCapabilities(list string) (map[string]bool, error) {
+	caps := make(map[string]bool)
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(capabilityNames, name) {
+			return nil, fmt.Errorf("invalid -capabilities: unknown capability %q", name)
+		}
+		caps[name] = true
+	}
+	return caps, nil
 }
 
 func main() {
@@ -273,22 +403,29 @@ type server struct {
 	tools  []*tool          // in tools/list order
 	byName map[string]*tool // by full name, prefix included
 
-	mu       sync.Mutex
-	inflight map[*call]struct{} // requests being handled, not yet answered
+	mu         sync.Mutex
+	inflight   map[*call]struct{}     // requests being handled, not yet answered
+	counter    int                    // value of the counter resource
+	subscribed map[string]bool        // URIs of the subscribed resources
+	logLevel   string                 // set by logging/setLevel; "" if never set
+	lastID     int64                  // id of the last request sent to the client
+	pending    map[int64]chan message // requests sent to the client, not yet answered, by id
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
 	s := &server{
-		opts:     opts,
-		pid:      os.Getpid(),
-		stdin:    stdin,
-		stdout:   stdout,
-		stderr:   stderr,
-		out:      make(chan struct{}, 1),
-		byName:   make(map[string]*tool),
-		inflight: make(map[*call]struct{}),
+		opts:       opts,
+		pid:        os.Getpid(),
+		stdin:      stdin,
+		stdout:     stdout,
+		stderr:     stderr,
+		out:        make(chan struct{}, 1),
+		byName:     make(map[string]*tool),
+		inflight:   make(map[*call]struct{}),
+		subscribed: make(map[string]bool),
+		pending:    make(map[int64]chan message),
 	}
 	s.addTools()
 	return s
@@ -399,15 +536,19 @@ type state struct {
 
 // event is a line of an events file.
 type event struct {
-	Time      string          `json:"time"`
-	Event     string          `json:"event"`
-	Signal    string          `json:"signal,omitempty"`
-	Method    string          `json:"method,omitempty"`
-	ID        json.RawMessage `json:"id,omitempty"`
-	Tool      string          `json:"tool,omitempty"`
-	RequestID json.RawMessage `json:"requestId,omitempty"`
-	Code      *int            `json:"code,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
+	Time          string          `json:"time"`
+	Event         string          `json:"event"`
+	Signal        string          `json:"signal,omitempty"`
+	Method        string          `json:"method,omitempty"`
+	ID            json.RawMessage `json:"id,omitempty"`
+	Tool          string          `json:"tool,omitempty"`
+	ProgressToken json.RawMessage `json:"progressToken,omitempty"`
+	Capabilities  json.RawMessage `json:"capabilities,omitempty"`
+	RequestID     json.RawMessage `json:"requestId,omitempty"`
+	Code          *int            `json:"code,omitempty"`
+	Reason        string          `json:"reason,omitempty"`
+	URI           string          `json:"uri,omitempty"`
+	Level         string          `json:"level,omitempty"`
 }
 
 // writeState writes the state file, if there is a state directory.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type msg struct {
 	JSON   bool            `json:"-"` // whether Line is a JSON object
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
 		Code    int    `json:"code"`
@@ -237,10 +239,17 @@ func (p *proc) expect(id any) msg {
 // expectText returns the text of the tool result answering id.
 func (p *proc) expectText(id any) string {
 	p.t.Helper()
-	m := p.expect(id)
-	if m.Error != nil {
-		p.t.Fatalf("id %v: error %d %s", id, m.Error.Code, m.Error.Message)
+	text, isError := p.expectToolResult(id)
+	if isError {
+		p.t.Fatalf("id %v: error result %q", id, text)
 	}
+	return text
+}
+
+// expectToolResult returns the text of the tool result answering id, and
+// whether it is flagged as an error.
+func (p *proc) expectToolResult(id any) (text string, isError bool) {
+	p.t.Helper()
 	var r struct {
 		Content []struct {
 			Type string `json:"type"`
@@ -248,13 +257,25 @@ func (p *proc) expectText(id any) string {
 		} `json:"content"`
 		IsError bool `json:"isError"`
 	}
-	if err := json.Unmarshal(m.Result, &r); err != nil {
-		p.t.Fatalf("id %v: %v", id, err)
-	}
-	if len(r.Content) != 1 || r.Content[0].Type != "text" || r.IsError {
+	m := p.expectResult(id, &r)
+	if len(r.Content) != 1 || r.Content[0].Type != "text" {
 		p.t.Fatalf("id %v: unexpected result %s", id, m.Result)
 	}
-	return r.Content[0].Text
+	return r.Content[0].Text, r.IsError
+}
+
+// expectResult decodes into v the result of the response answering id,
+// which must not be an error, and returns the response.
+func (p *proc) expectResult(id any, v any) msg {
+	p.t.Helper()
+	m := p.expect(id)
+	if m.Error != nil {
+		p.t.Fatalf("id %v: error %d %s", id, m.Error.Code, m.Error.Message)
+	}
+	if err := json.Unmarshal(m.Result, v); err != nil {
+		p.t.Fatalf("id %v: %v in %s", id, err, m.Result)
+	}
+	return m
 }
 
 // expectError checks that the next line is an error answering id.
@@ -269,9 +290,16 @@ func (p *proc) expectError(id any, code int, message string) {
 // initialize performs the initialize handshake and returns the result.
 func (p *proc) initialize(version string) initializeResult {
 	p.t.Helper()
+	return p.initializeWith(version, map[string]any{})
+}
+
+// initializeWith performs the initialize handshake, offering the given
+// client capabilities, and returns the result.
+func (p *proc) initializeWith(version string, caps map[string]any) initializeResult {
+	p.t.Helper()
 	p.request(0, "initialize", map[string]any{
 		"protocolVersion": version,
-		"capabilities":    map[string]any{},
+		"capabilities":    caps,
 		"clientInfo":      map[string]any{"name": "test", "version": "0"},
 	})
 	m := p.expect(0)
@@ -406,7 +434,8 @@ func TestInitialize(t *testing.T) {
 			if r.ProtocolVersion != tt.want {
 				t.Errorf("protocolVersion = %q, want %q", r.ProtocolVersion, tt.want)
 			}
-			if !r.Capabilities.Tools.ListChanged || r.ServerInfo.Name != "alpha" || r.ServerInfo.Version != "1.0.0" {
+			if r.Capabilities.Tools == nil || !r.Capabilities.Tools.ListChanged ||
+				r.ServerInfo.Name != "alpha" || r.ServerInfo.Version != "1.0.0" {
 				t.Errorf("unexpected result %+v", r)
 			}
 			p.request(1, "ping", nil)
@@ -445,6 +474,7 @@ func TestToolsListPagination(t *testing.T) {
 	p := start(t, "-page-size", "2", "-extra-tools", "5", "-prefix", "x_")
 	p.initialize("2025-11-25")
 	seen := map[string]int{}
+	var order []string
 	var cursor string
 	pages := 0
 	for id := 1; ; id++ {
@@ -471,6 +501,7 @@ func TestToolsListPagination(t *testing.T) {
 		}
 		for _, tool := range r.Tools {
 			seen[tool.Name]++
+			order = append(order, tool.Name)
 			if tool.Description == "" || tool.InputSchema["type"] != "object" || tool.InputSchema["properties"] == nil {
 				t.Errorf("bad tool %+v", tool)
 			}
@@ -481,17 +512,21 @@ func TestToolsListPagination(t *testing.T) {
 		cursor = r.NextCursor
 	}
 	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed", "flood",
+		"touch", "resources_changed", "prompts_changed", "progress", "log", "sample", "elicit", "roots",
 		"tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
-	if len(seen) != len(want) || pages != 8 {
-		t.Errorf("got %d tools in %d pages, want %d in 8: %v", len(seen), pages, len(want), seen)
+	if len(seen) != len(want) || pages != 12 {
+		t.Errorf("got %d tools in %d pages, want %d in 12: %v", len(seen), pages, len(want), seen)
 	}
 	for _, name := range want {
 		if seen["x_"+name] != 1 {
 			t.Errorf("tool x_%s seen %d times, want 1", name, seen["x_"+name])
 		}
 	}
+	if got, want := strings.Join(order, " "), "x_"+strings.Join(want, " x_"); got != want {
+		t.Errorf("tools listed in order\n%s\nwant\n%s", got, want)
+	}
 
-	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(15), encodeCursor(99)} {
+	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(23), encodeCursor(99)} {
 		p.request(100+i, "tools/list", map[string]any{"cursor": bad})
 		p.expectError(100+i, -32602, "invalid cursor")
 	}
@@ -505,8 +540,8 @@ func TestErrors(t *testing.T) {
 	p.initialize("2025-11-25")
 	p.sendLine("this is not json")
 	p.expectError(nil, -32700, "parse error")
-	p.request(1, "resources/list", nil)
-	p.expectError(1, -32601, "method not found: resources/list")
+	p.request(1, "nope/nothing", nil)
+	p.expectError(1, -32601, "method not found: nope/nothing")
 	p.callTool(2, "nope", nil)
 	p.expectError(2, -32602, `unknown tool "nope"`)
 	p.callTool(3, "big", map[string]any{"bytes": "many"})
@@ -747,5 +782,464 @@ func TestCrashAtStart(t *testing.T) {
 	}
 	if got := p.stderr.String(); got != "fatal: crash at start\n" {
 		t.Errorf("stderr = %q", got)
+	}
+}
+
+// expectNotification returns the next line written by the server, failing
+// the test unless it is a notification of the given method.
+func (p *proc) expectNotification(method string) msg {
+	p.t.Helper()
+	m := p.next()
+	if !m.JSON || m.Method != method || m.ID != nil {
+		p.t.Fatalf("got %q, want notification %s", m.Line, method)
+	}
+	return m
+}
+
+// expectServerRequest returns the next line written by the server, failing
+// the test unless it is a request of the given method.
+func (p *proc) expectServerRequest(method string) msg {
+	p.t.Helper()
+	m := p.next()
+	if !m.JSON || m.Method != method || m.ID == nil {
+		p.t.Fatalf("got %q, want request %s", m.Line, method)
+	}
+	return m
+}
+
+// respond answers the server's request id with result.
+func (p *proc) respond(id json.RawMessage, result any) {
+	p.t.Helper()
+	p.send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+// respondError answers the server's request id with an error.
+func (p *proc) respondError(id json.RawMessage, code int, message string) {
+	p.t.Helper()
+	p.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}})
+}
+
+// sameJSON reports whether got and want are the same JSON value, whatever
+// the order of object members.
+func sameJSON(got []byte, want string) bool {
+	var g, w any
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
+		return false
+	}
+	return reflect.DeepEqual(g, w)
+}
+
+// checkJSON fails the test unless got and want are the same JSON value.
+func checkJSON(t *testing.T, what string, got []byte, want string) {
+	t.Helper()
+	if !sameJSON(got, want) {
+		t.Errorf("%s = %s, want %s", what, got, want)
+	}
+}
+
+// initializeRaw performs the initialize handshake, offering the given
+// client capabilities, and returns the server's capabilities as sent.
+func (p *proc) initializeRaw(caps string) json.RawMessage {
+	p.t.Helper()
+	p.sendLine(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",` +
+		`"capabilities":` + caps + `,"clientInfo":{"name":"test","version":"0"}}}`)
+	var r struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+	}
+	p.expectResult(0, &r)
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	return r.Capabilities
+}
+
+func TestCapabilities(t *testing.T) {
+	t.Run("all", func(t *testing.T) {
+		p := start(t)
+		caps := p.initializeRaw(`{"roots": {"listChanged": true}, "sampling": {}}`)
+		checkJSON(t, "capabilities", caps, `{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},`+
+			`"prompts":{"listChanged":true},"completions":{},"logging":{}}`)
+		e, ok := p.findEvent(p.cmd.Process.Pid, func(e event) bool { return e.Method == "initialize" })
+		if !ok || string(e.Capabilities) != `{"roots":{"listChanged":true},"sampling":{}}` {
+			t.Errorf("initialize event = %+v, want the client's capabilities", e)
+		}
+	})
+	t.Run("some", func(t *testing.T) {
+		p := start(t, "-capabilities", "tools,logging")
+		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{"tools":{"listChanged":true},"logging":{}}`)
+		for i, method := range []string{"resources/list", "resources/templates/list", "resources/read",
+			"resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete"} {
+			p.request(i+1, method, map[string]any{})
+			p.expectError(i+1, -32601, "method not found: "+method)
+		}
+		p.request(20, "logging/setLevel", map[string]any{"level": "debug"})
+		p.expect(20)
+		p.request(21, "tools/list", nil)
+		p.expect(21)
+	})
+	t.Run("none", func(t *testing.T) {
+		p := start(t, "-capabilities", "")
+		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{}`)
+		p.request(1, "tools/list", nil)
+		p.expectError(1, -32601, "method not found: tools/list")
+		p.callTool(2, "whoami", nil)
+		p.expectError(2, -32601, "method not found: tools/call")
+		p.request(3, "logging/setLevel", map[string]any{"level": "debug"})
+		p.expectError(3, -32601, "method not found: logging/setLevel")
+		p.request(4, "ping", nil)
+		p.expect(4)
+	})
+}
+
+func TestCapabilitiesFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-capabilities", " prompts, resources,"}, io.Discard)
+	if err != nil || !reflect.DeepEqual(o.capabilities, map[string]bool{"prompts": true, "resources": true}) {
+		t.Errorf("parseFlags = %+v, %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-capabilities", "tools,sampling"}, io.Discard); err == nil {
+		t.Error("parseFlags accepted capability sampling")
+	}
+}
+
+// readResource returns the text of the resource at uri.
+func (p *proc) readResource(id any, uri string) string {
+	p.t.Helper()
+	p.request(id, "resources/read", map[string]any{"uri": uri})
+	var r struct {
+		Contents []resourceContents `json:"contents"`
+	}
+	m := p.expectResult(id, &r)
+	if len(r.Contents) != 1 || r.Contents[0].URI != uri || r.Contents[0].MimeType != "text/plain" {
+		p.t.Fatalf("read %s: unexpected result %s", uri, m.Result)
+	}
+	return r.Contents[0].Text
+}
+
+func TestResources(t *testing.T) {
+	p := start(t, "-name", "res", "-page-size", "1")
+	p.initialize("2025-11-25")
+	pid := p.cmd.Process.Pid
+
+	var r struct {
+		Resources  json.RawMessage `json:"resources"`
+		NextCursor string          `json:"nextCursor"`
+	}
+	p.request(1, "resources/list", nil)
+	p.expectResult(1, &r)
+	checkJSON(t, "first page", r.Resources, `[{"uri":"fake://res/hello","name":"hello","mimeType":"text/plain"}]`)
+	p.request(2, "resources/list", map[string]any{"cursor": r.NextCursor})
+	r.NextCursor = ""
+	p.expectResult(2, &r)
+	checkJSON(t, "second page", r.Resources, `[{"uri":"fake://res/counter","name":"counter"}]`)
+	if r.NextCursor != "" {
+		t.Errorf("last page has cursor %q", r.NextCursor)
+	}
+	p.request(3, "resources/list", map[string]any{"cursor": encodeCursor(2)})
+	p.expectError(3, -32602, "invalid cursor")
+	p.request(4, "resources/templates/list", nil)
+	if m := p.expect(4); !sameJSON(m.Result, `{"resourceTemplates":[{"uriTemplate":"fake://res/echo/{text}","name":"echo"}]}`) {
+		t.Errorf("resources/templates/list = %s", m.Line)
+	}
+
+	for i, tt := range []struct{ uri, want string }{
+		{"fake://res/hello", "hello from res"},
+		{"fake://res/counter", "0"},
+		{"fake://res/echo/a%20b%2Fc+d", "a b/c+d"},
+	} {
+		if got := p.readResource(10+i, tt.uri); got != tt.want {
+			t.Errorf("read %s = %q, want %q", tt.uri, got, tt.want)
+		}
+	}
+	p.request(20, "resources/read", map[string]any{"uri": "fake://res/nope"})
+	p.expectError(20, -32002, "resource not found: fake://res/nope")
+
+	counter := "fake://res/counter"
+	p.request(30, "resources/subscribe", map[string]any{"uri": counter})
+	if m := p.expect(30); string(m.Result) != "{}" {
+		t.Errorf("subscribe answered %q", m.Line)
+	}
+	p.callTool(31, "touch", nil)
+	m := p.expectNotification("notifications/resources/updated")
+	checkJSON(t, "updated params", m.Params, `{"uri":"fake://res/counter"}`)
+	if got := p.expectText(31); got != "counter 1" {
+		t.Errorf("touch = %q, want counter 1", got)
+	}
+	p.request(32, "resources/unsubscribe", map[string]any{"uri": counter})
+	if m := p.expect(32); string(m.Result) != "{}" {
+		t.Errorf("unsubscribe answered %q", m.Line)
+	}
+	if got := p.expectTextOf(33, "touch", nil); got != "counter 2" { // and no notification first
+		t.Errorf("touch = %q, want counter 2", got)
+	}
+	if got := p.readResource(34, counter); got != "2" {
+		t.Errorf("counter = %q, want 2", got)
+	}
+	for _, name := range []string{"subscribe", "unsubscribe"} {
+		if e, ok := p.findEvent(pid, func(e event) bool { return e.Event == name }); !ok || e.URI != counter {
+			t.Errorf("%s event = %+v, want uri %s", name, e, counter)
+		}
+	}
+
+	for i, tt := range []struct{ tool, method string }{
+		{"resources_changed", "notifications/resources/list_changed"},
+		{"prompts_changed", "notifications/prompts/list_changed"},
+	} {
+		p.callTool(40+i, tt.tool, nil)
+		p.expectNotification(tt.method)
+		if got := p.expectText(40 + i); got != "sent" {
+			t.Errorf("%s = %q, want sent", tt.tool, got)
+		}
+	}
+}
+
+func TestPrompts(t *testing.T) {
+	p := start(t, "-name", "pr", "-page-size", "1")
+	p.initialize("2025-11-25")
+	p.request(1, "prompts/list", nil)
+	if m := p.expect(1); !sameJSON(m.Result,
+		`{"prompts":[{"name":"greet","description":"Greets someone.","arguments":[{"name":"who","required":true}]}]}`) {
+		t.Errorf("prompts/list = %s", m.Line)
+	}
+	p.request(2, "prompts/get", map[string]any{"name": "greet", "arguments": map[string]any{"who": "Wendy"}})
+	if m := p.expect(2); !sameJSON(m.Result,
+		`{"description":"greeting","messages":[{"role":"user","content":{"type":"text","text":"Hello, Wendy, from pr"}}]}`) {
+		t.Errorf("prompts/get = %s", m.Line)
+	}
+	p.request(3, "prompts/get", map[string]any{"name": "nope"})
+	p.expectError(3, -32602, `unknown prompt "nope"`)
+	p.request(4, "prompts/get", map[string]any{"name": "greet"})
+	p.expectError(4, -32602, `missing argument "who"`)
+	p.request(5, "prompts/list", map[string]any{"cursor": encodeCursor(1)})
+	p.expectError(5, -32602, "invalid cursor")
+}
+
+func TestCompletion(t *testing.T) {
+	p := start(t, "-name", "co")
+	p.initialize("2025-11-25")
+	greet := map[string]any{"type": "ref/prompt", "name": "greet"}
+	echo := map[string]any{"type": "ref/resource", "uri": "fake://co/echo/{text}"}
+	for i, tt := range []struct {
+		ref       map[string]any
+		arg, want string
+	}{
+		{greet, "who", `["alice","bob","carol"]`},
+		{greet, "who:b", `["bob"]`},
+		{greet, "who:z", `[]`},
+		{echo, "text:t", `["three","two"]`},
+		{echo, "text:", `["one","three","two"]`},
+	} {
+		name, value, _ := strings.Cut(tt.arg, ":")
+		p.request(i, "completion/complete", map[string]any{"ref": tt.ref, "argument": map[string]any{"name": name, "value": value}})
+		var r struct {
+			Completion struct {
+				Values  json.RawMessage `json:"values"`
+				Total   int             `json:"total"`
+				HasMore *bool           `json:"hasMore"`
+			} `json:"completion"`
+		}
+		m := p.expectResult(i, &r)
+		var values []string
+		json.Unmarshal(r.Completion.Values, &values)
+		if string(r.Completion.Values) != tt.want || r.Completion.Total != len(values) ||
+			r.Completion.HasMore == nil || *r.Completion.HasMore {
+			t.Errorf("completing %v %s = %s, want values %s", tt.ref, tt.arg, m.Result, tt.want)
+		}
+	}
+	for i, params := range []map[string]any{
+		{"ref": map[string]any{"type": "ref/prompt", "name": "nope"}, "argument": map[string]any{"name": "who", "value": ""}},
+		{"ref": greet, "argument": map[string]any{"name": "whom", "value": ""}},
+		{"ref": map[string]any{"type": "ref/resource", "uri": "fake://co/hello"}, "argument": map[string]any{"name": "text", "value": ""}},
+		{"ref": map[string]any{"type": "ref/other", "name": "greet"}, "argument": map[string]any{"name": "who", "value": ""}},
+	} {
+		p.request(10+i, "completion/complete", params)
+		if m := p.expect(10 + i); m.Error == nil || m.Error.Code != -32602 {
+			t.Errorf("completing %v: got %q, want error -32602", params, m.Line)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	p := start(t)
+	p.initialize("2025-11-25")
+	pid := p.cmd.Process.Pid
+	for _, tt := range []struct {
+		id    int
+		token any
+		args  map[string]any
+		steps int
+	}{
+		{1, "tok-1", map[string]any{"steps": 2}, 2},
+		{2, 42, map[string]any{"delay_ms": 10}, 3},
+	} {
+		p.request(tt.id, "tools/call", map[string]any{"name": "progress", "arguments": tt.args,
+			"_meta": map[string]any{"progressToken": tt.token}})
+		token, _ := json.Marshal(tt.token)
+		for i := 1; i <= tt.steps; i++ {
+			m := p.expectNotification("notifications/progress")
+			want := fmt.Sprintf(`{"progressToken":%s,"progress":%d,"total":%d,"message":"step %d of %d"}`, token, i, tt.steps, i, tt.steps)
+			if string(m.Params) != want {
+				t.Errorf("progress params = %s, want %s", m.Params, want)
+			}
+		}
+		if got, want := p.expectText(tt.id), fmt.Sprintf("done %d", tt.steps); got != want {
+			t.Errorf("progress = %q, want %q", got, want)
+		}
+		e, _ := p.findEvent(pid, func(e event) bool { return e.Event == "request" && string(e.ID) == strconv.Itoa(tt.id) })
+		if string(e.ProgressToken) != string(token) {
+			t.Errorf("request event %+v, want progressToken %s", e, token)
+		}
+	}
+	// Without a token, no notifications.
+	if got := p.expectTextOf(3, "progress", map[string]any{"steps": 2}); got != "done 2" {
+		t.Errorf("progress = %q, want done 2", got)
+	}
+	if e, _ := p.findEvent(pid, func(e event) bool { return string(e.ID) == "3" }); e.ProgressToken != nil {
+		t.Errorf("request event %+v has a progressToken", e)
+	}
+}
+
+func TestLogging(t *testing.T) {
+	p := start(t)
+	p.initialize("2025-11-25")
+	logged := func(id int, args map[string]any, want string) {
+		t.Helper()
+		p.callTool(id, "log", args)
+		m := p.expectNotification("notifications/message")
+		if string(m.Params) != want {
+			t.Errorf("message params = %s, want %s", m.Params, want)
+		}
+		if got := p.expectText(id); got != "logged" {
+			t.Errorf("log = %q, want logged", got)
+		}
+	}
+	logged(1, nil, `{"level":"info","logger":"fake","data":"hello"}`)
+	logged(2, map[string]any{"level": "debug"}, `{"level":"debug","logger":"fake","data":"hello"}`)
+
+	p.request(3, "logging/setLevel", map[string]any{"level": "warning"})
+	if m := p.expect(3); string(m.Result) != "{}" {
+		t.Errorf("setLevel answered %q", m.Line)
+	}
+	if e, ok := p.findEvent(p.cmd.Process.Pid, func(e event) bool { return e.Event == "setLevel" }); !ok || e.Level != "warning" {
+		t.Errorf("setLevel event = %+v", e)
+	}
+	if got := p.expectTextOf(4, "log", map[string]any{"level": "notice"}); got != "filtered" {
+		t.Errorf("log = %q, want filtered", got)
+	}
+	logged(5, map[string]any{"level": "warning", "data": "careful"}, `{"level":"warning","logger":"fake","data":"careful"}`)
+	logged(6, map[string]any{"level": "emergency"}, `{"level":"emergency","logger":"fake","data":"hello"}`)
+
+	p.request(7, "logging/setLevel", map[string]any{"level": "loud"})
+	p.expectError(7, -32602, `invalid level "loud"`)
+	p.callTool(8, "log", map[string]any{"level": "loud"})
+	if m := p.expect(8); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("got %q, want error -32602", m.Line)
+	}
+}
+
+func TestClientRequests(t *testing.T) {
+	p := start(t)
+	p.initialize("2025-11-25")
+	pid := p.cmd.Process.Pid
+
+	p.callTool(1, "sample", map[string]any{"prompt": "tell me"})
+	m := p.expectServerRequest("sampling/createMessage")
+	if string(m.ID) != "1" || string(m.Params) != `{"messages":[{"role":"user","content":{"type":"text","text":"tell me"}}],"maxTokens":100}` {
+		t.Errorf("got %q", m.Line)
+	}
+	p.respond(m.ID, map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "sure"}, "model": "m"})
+	if got := p.expectText(1); got != "sampled: sure" {
+		t.Errorf("sample = %q", got)
+	}
+
+	p.callTool(2, "sample", nil)
+	m = p.expectServerRequest("sampling/createMessage")
+	if string(m.ID) != "2" || !strings.Contains(string(m.Params), `"text":"hi"`) {
+		t.Errorf("got %q", m.Line)
+	}
+	p.respondError(m.ID, -1, "user rejected")
+	if text, isError := p.expectToolResult(2); text != "sampling failed: -1 user rejected" || !isError {
+		t.Errorf("sample = %q, isError %v", text, isError)
+	}
+
+	p.callTool(3, "elicit", nil)
+	m = p.expectServerRequest("elicitation/create")
+	checkJSON(t, "elicitation params", m.Params,
+		`{"message":"name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}`)
+	p.respond(m.ID, map[string]any{"action": "accept", "content": map[string]any{"name": "Ann"}})
+	if got := p.expectText(3); got != `elicited: {"action":"accept","content":{"name":"Ann"}}` {
+		t.Errorf("elicit = %q", got)
+	}
+	p.callTool(4, "elicit", map[string]any{"message": "age?"})
+	m = p.expectServerRequest("elicitation/create")
+	if !strings.Contains(string(m.Params), `"message":"age?"`) {
+		t.Errorf("got %q", m.Line)
+	}
+	p.respondError(m.ID, -32601, "method not found")
+	if text, isError := p.expectToolResult(4); text != "elicitation failed: -32601 method not found" || !isError {
+		t.Errorf("elicit = %q, isError %v", text, isError)
+	}
+
+	p.callTool(5, "roots", nil)
+	m = p.expectServerRequest("roots/list")
+	if m.Params != nil {
+		t.Errorf("roots/list has params: %q", m.Line)
+	}
+	p.respond(m.ID, json.RawMessage(`{"roots": [{"uri": "file:///tmp", "name": "tmp"}]}`))
+	if got := p.expectText(5); got != `roots: [{"uri":"file:///tmp","name":"tmp"}]` {
+		t.Errorf("roots = %q", got)
+	}
+	p.callTool(6, "roots", nil)
+	p.respondError(p.expectServerRequest("roots/list").ID, 7, "no")
+	if text, isError := p.expectToolResult(6); text != "roots failed: 7 no" || !isError {
+		t.Errorf("roots = %q, isError %v", text, isError)
+	}
+
+	var sent []string
+	for _, e := range readEvents(t, p.stateDir, pid) {
+		if e.Event == "server-request" {
+			sent = append(sent, e.Method+" "+string(e.ID))
+		}
+	}
+	want := []string{"sampling/createMessage 1", "sampling/createMessage 2", "elicitation/create 3",
+		"elicitation/create 4", "roots/list 5", "roots/list 6"}
+	if !reflect.DeepEqual(sent, want) {
+		t.Errorf("server-request events = %q, want %q", sent, want)
+	}
+
+	// Answers are routed by id, whatever their order.
+	p.callTool(7, "sample", map[string]any{"prompt": "seven"})
+	p.callTool(8, "sample", map[string]any{"prompt": "eight"})
+	ids := map[string]json.RawMessage{}
+	for range 2 {
+		m := p.expectServerRequest("sampling/createMessage")
+		for _, prompt := range []string{"seven", "eight"} {
+			if strings.Contains(string(m.Params), `"`+prompt+`"`) {
+				ids[prompt] = m.ID
+			}
+		}
+	}
+	for _, prompt := range []string{"eight", "seven"} {
+		p.respond(ids[prompt], map[string]any{"content": map[string]any{"type": "text", "text": prompt + "!"}})
+		id := map[string]int{"seven": 7, "eight": 8}[prompt]
+		if got := p.expectText(id); got != "sampled: "+prompt+"!" {
+			t.Errorf("sample %s = %q", prompt, got)
+		}
+	}
+
+	// A cancelled call is not answered, even once the client answers.
+	p.callTool(9, "roots", nil)
+	m = p.expectServerRequest("roots/list")
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 9}})
+	p.request(10, "ping", nil)
+	p.expect(10)
+	p.respond(m.ID, map[string]any{"roots": []any{}})
+	// Stray answers are ignored.
+	p.respond(json.RawMessage(`999`), map[string]any{})
+	p.respond(json.RawMessage(`"1"`), map[string]any{})
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	p.request(11, "ping", nil)
+	p.expect(11)
+	if _, ok := p.findEvent(pid, func(e event) bool {
+		return e.Event == "notification" && e.Method == "notifications/roots/list_changed"
+	}); !ok {
+		t.Error("no event for notifications/roots/list_changed")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // JSON-RPC error codes.
@@ -21,6 +22,8 @@ const (
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
+
+	codeResourceNotFound = -32002 // MCP's code for resources/read of an unknown URI
 )
 
 // protocolVersions are the MCP versions the server accepts from a client.
@@ -61,15 +64,25 @@ type rpcError struct {
 type notification struct {
 	JSONRPC string `json:"jsonrpc"`
 	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+// outRequest is an outgoing JSON-RPC request, sent to the client.
+type outRequest struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      int64  `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
 }
 
 // A call is a request being handled in its own goroutine. Its context is
 // cancelled by notifications/cancelled or when handling ends.
 type call struct {
-	s      *server
-	id     json.RawMessage
-	ctx    context.Context
-	cancel context.CancelFunc
+	s             *server
+	id            json.RawMessage
+	ctx           context.Context
+	cancel        context.CancelFunc
+	progressToken json.RawMessage // params._meta.progressToken of tools/call, or nil
 }
 
 // reply answers the call with result, unless it was cancelled.
@@ -172,7 +185,7 @@ func (s *server) handleLine(line []byte) {
 	}
 	switch {
 	case m.Result != nil || m.Error != nil:
-		// A response to a request of ours: there are none.
+		s.answered(m)
 	case m.ID == nil:
 		s.notified(m)
 	case m.Method == "":
@@ -184,14 +197,21 @@ func (s *server) handleLine(line []byte) {
 
 // notified handles a notification.
 func (s *server) notified(m message) {
-	if m.Method != "notifications/cancelled" {
-		return
+	switch m.Method {
+	case "notifications/cancelled":
+		s.cancelled(m.Params)
+	case "notifications/roots/list_changed":
+		s.record(event{Event: "notification", Method: m.Method})
 	}
+}
+
+// cancelled handles notifications/cancelled.
+func (s *server) cancelled(params json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 		Reason    string          `json:"reason"`
 	}
-	decodeParams(m.Params, &p) // keep what could be decoded
+	decodeParams(params, &p) // keep what could be decoded
 	id := compact(p.RequestID)
 	s.record(event{Event: "cancelled", RequestID: id, Reason: p.Reason})
 	if id != nil {
@@ -203,21 +223,41 @@ func (s *server) notified(m message) {
 type toolCall struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	Meta      json.RawMessage `json:"_meta"`
+}
+
+// progressToken returns params._meta.progressToken, compacted, or nil if it
+// is absent or null.
+func (tc *toolCall) progressToken() json.RawMessage {
+	var meta struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	}
+	if decodeParams(tc.Meta, &meta) != nil || string(meta.ProgressToken) == "null" {
+		return nil
+	}
+	return compact(meta.ProgressToken)
 }
 
 // request handles a request. Handling is done in a new goroutine, except
 // for initialize and for the decision to crash.
 func (s *server) request(id json.RawMessage, m message) {
 	var tc *toolCall
-	if m.Method == "tools/call" {
+	e := event{Event: "request", Method: m.Method, ID: id}
+	switch m.Method {
+	case "tools/call":
 		tc = new(toolCall)
 		if err := decodeParams(m.Params, tc); err != nil {
 			tc = nil
+		} else {
+			e.Tool = tc.Name
+			e.ProgressToken = tc.progressToken()
 		}
-	}
-	e := event{Event: "request", Method: m.Method, ID: id}
-	if tc != nil {
-		e.Tool = tc.Name
+	case "initialize":
+		var p struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+		}
+		decodeParams(m.Params, &p) // keep what could be decoded
+		e.Capabilities = compact(p.Capabilities)
 	}
 	s.record(e)
 
@@ -233,18 +273,54 @@ func (s *server) request(id json.RawMessage, m message) {
 		}
 	}
 	c := s.track(id)
+	c.progressToken = e.ProgressToken
 	go s.handle(c, m, tc)
+}
+
+// methodCapabilities maps methods to the capability they belong to.
+var methodCapabilities = map[string]string{
+	"tools/list":               "tools",
+	"tools/call":               "tools",
+	"resources/list":           "resources",
+	"resources/templates/list": "resources",
+	"resources/read":           "resources",
+	"resources/subscribe":      "resources",
+	"resources/unsubscribe":    "resources",
+	"prompts/list":             "prompts",
+	"prompts/get":              "prompts",
+	"completion/complete":      "completions",
+	"logging/setLevel":         "logging",
 }
 
 // handle handles a request other than initialize. tc holds the params of
 // tools/call, or is nil if they could not be decoded.
 func (s *server) handle(c *call, m message, tc *toolCall) {
 	defer c.cancel()
+	if name, ok := methodCapabilities[m.Method]; ok && !s.opts.capabilities[name] {
+		c.fail(codeMethodNotFound, "method not found: "+m.Method)
+		return
+	}
 	switch m.Method {
 	case "ping":
 		c.reply(struct{}{})
 	case "tools/list":
 		s.listTools(c, m.Params)
+	case "resources/list":
+		s.listResources(c, m.Params)
+	case "resources/templates/list":
+		s.listResourceTemplates(c, m.Params)
+	case "resources/read":
+		s.readResource(c, m.Params)
+	case "resources/subscribe", "resources/unsubscribe":
+		s.subscribe(c, m.Method, m.Params)
+	case "prompts/list":
+		s.listPrompts(c, m.Params)
+	case "prompts/get":
+		s.getPrompt(c, m.Params)
+	case "completion/complete":
+		s.complete(c, m.Params)
+	case "logging/setLevel":
+		s.setLevel(c, m.Params)
 	case "tools/call":
 		if tc == nil {
 			c.fail(codeInvalidParams, "invalid params")
@@ -263,13 +339,9 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 
 // initializeResult is the result of initialize.
 type initializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	Capabilities    struct {
-		Tools struct {
-			ListChanged bool `json:"listChanged"`
-		} `json:"tools"`
-	} `json:"capabilities"`
-	ServerInfo struct {
+	ProtocolVersion string       `json:"protocolVersion"`
+	Capabilities    capabilities `json:"capabilities"`
+	ServerInfo      struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"serverInfo"`
@@ -298,7 +370,7 @@ func (s *server) initialize(id, params json.RawMessage) {
 	default:
 		r.ProtocolVersion = latestVersion
 	}
-	r.Capabilities.Tools.ListChanged = true
+	r.Capabilities = s.capabilities()
 	r.ServerInfo.Name = s.opts.name
 	r.ServerInfo.Version = "1.0.0"
 	s.send(response{JSONRPC: "2.0", ID: id, Result: r})
@@ -324,26 +396,11 @@ type listResult struct {
 
 // listTools answers tools/list.
 func (s *server) listTools(c *call, params json.RawMessage) {
-	var p struct {
-		Cursor string `json:"cursor"`
-	}
-	if err := decodeParams(params, &p); err != nil {
-		c.fail(codeInvalidParams, "invalid params: "+err.Error())
+	start, end, ok := s.page(c, params, len(s.tools))
+	if !ok {
 		return
 	}
-	start := 0
-	if p.Cursor != "" {
-		var ok bool
-		if start, ok = decodeCursor(p.Cursor, len(s.tools)); !ok {
-			c.fail(codeInvalidParams, "invalid cursor")
-			return
-		}
-	}
-	end := len(s.tools)
-	if n := s.opts.pageSize; n > 0 && end-start > n {
-		end = start + n
-	}
-	r := listResult{Tools: []toolDescriptor{}}
+	r := listResult{Tools: []toolDescriptor{}, NextCursor: nextCursor(end, len(s.tools))}
 	for _, t := range s.tools[start:end] {
 		r.Tools = append(r.Tools, toolDescriptor{
 			Name:        t.name,
@@ -351,21 +408,107 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 			InputSchema: inputSchema{Type: "object", Properties: t.props},
 		})
 	}
-	if end < len(s.tools) {
-		r.NextCursor = encodeCursor(end)
-	}
 	c.reply(r)
+}
+
+// page returns the bounds of the page of a list of n items that the params
+// of a list request ask for. If the params are bad, it answers c with an
+// error and reports false.
+func (s *server) page(c *call, params json.RawMessage, n int) (start, end int, ok bool) {
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if err := decodeParams(params, &p); err != nil {
+		c.fail(codeInvalidParams, "invalid params: "+err.Error())
+		return 0, 0, false
+	}
+	if p.Cursor != "" {
+		if start, ok = decodeCursor(p.Cursor, n); !ok {
+			c.fail(codeInvalidParams, "invalid cursor")
+			return 0, 0, false
+		}
+	}
+	end = n
+	if size := s.opts.pageSize; size > 0 && end-start > size {
+		end = start + size
+	}
+	return start, end, true
+}
+
+// nextCursor returns the cursor of the page after the one ending at end in
+// a list of n items, or "" if there is none.
+func nextCursor(end, n int) string {
+	if end < n {
+		return encodeCursor(end)
+	}
+	return ""
+}
+
+// clientTimeout bounds the wait for the client's answer to a request.
+const clientTimeout = 30 * time.Second
+
+// ask sends a request to the client on behalf of c and waits, for at most
+// clientTimeout, for the answer. It returns the result, or a failure: "CODE
+// MESSAGE" for an error response, or a description of the timeout. It
+// reports false if c is cancelled meanwhile, in which case c must not be
+// answered.
+func (s *server) ask(c *call, method string, params any) (result json.RawMessage, failure string, ok bool) {
+	ch := make(chan message, 1)
+	s.mu.Lock()
+	s.lastID++
+	id := s.lastID
+	s.pending[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}()
+
+	s.record(event{Event: "server-request", Method: method, ID: json.RawMessage(strconv.FormatInt(id, 10))})
+	s.send(outRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
+	t := time.NewTimer(clientTimeout)
+	defer t.Stop()
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			var e rpcError
+			json.Unmarshal(m.Error, &e) // keep what could be decoded
+			return nil, fmt.Sprintf("%d %s", e.Code, e.Message), true
+		}
+		return m.Result, "", true
+	case <-t.C:
+		return nil, fmt.Sprintf("no answer after %v", clientTimeout), true
+	case <-c.ctx.Done():
+		return nil, "", false
+	}
+}
+
+// answered hands the response m to the request of the server's it answers,
+// if that request is still waiting. Other responses are ignored.
+func (s *server) answered(m message) {
+	id, err := strconv.ParseInt(string(compact(m.ID)), 10, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	ch := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- m // never blocks: ch has room for one and gets only one
+	}
 }
 
 const cursorPrefix = "offset:"
 
-// encodeCursor returns the cursor of the page starting at tool offset.
+// encodeCursor returns the cursor of the page starting at item offset.
 func encodeCursor(offset int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + strconv.Itoa(offset)))
 }
 
 // decodeCursor returns the offset a cursor made by encodeCursor stands for,
-// with n tools. It reports false if the cursor could not have been made.
+// with n items. It reports false if the cursor could not have been made.
 func decodeCursor(cursor string, n int) (int, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil {

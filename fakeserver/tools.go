@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +35,7 @@ type content struct {
 // toolResult is the result of tools/call.
 type toolResult struct {
 	Content []content `json:"content"`
+	IsError bool      `json:"isError,omitempty"`
 }
 
 // addTools fills s.tools and s.byName.
@@ -69,10 +71,31 @@ func (s *server) addTools() {
 	add("crash", "Exits at once with the given code, without answering.", map[string]property{
 		"code": integer("Exit code (default 1)."),
 	}, s.crash)
-	add("list_changed", `Sends notifications/tools/list_changed, then answers "sent".`, nil, s.listChanged)
+	add("list_changed", `Sends notifications/tools/list_changed, then answers "sent".`, nil,
+		s.notifier("notifications/tools/list_changed"))
 	add("flood", `Sends the given number of notifications/message at once, then answers "done".`, map[string]property{
 		"count": integer("Number of notifications."),
 	}, s.flood)
+	add("touch", `Increments the counter resource, notifying subscribers, then answers "counter N".`, nil, s.touch)
+	add("resources_changed", `Sends notifications/resources/list_changed, then answers "sent".`, nil,
+		s.notifier("notifications/resources/list_changed"))
+	add("prompts_changed", `Sends notifications/prompts/list_changed, then answers "sent".`, nil,
+		s.notifier("notifications/prompts/list_changed"))
+	add("progress", `Sends progress notifications if asked to, then answers "done STEPS".`, map[string]property{
+		"steps":    integer("Number of steps (default 3)."),
+		"delay_ms": integer("Milliseconds to wait between steps."),
+	}, s.progress)
+	add("log", `Sends notifications/message unless filtered, then answers "logged" or "filtered".`, map[string]property{
+		"level": {"string", `Logging level (default "info").`},
+		"data":  {"string", `Data to log (default "hello").`},
+	}, s.log)
+	add("sample", "Asks the client for sampling/createMessage and answers what it sampled.", map[string]property{
+		"prompt": {"string", `Text to sample from (default "hi").`},
+	}, s.sample)
+	add("elicit", "Asks the client for elicitation/create and answers its result.", map[string]property{
+		"message": {"string", `Message to show the user (default "name?").`},
+	}, s.elicit)
+	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
@@ -81,6 +104,11 @@ func (s *server) addTools() {
 // replyText answers c with a text result.
 func replyText(c *call, text string) {
 	c.reply(toolResult{Content: []content{{Type: "text", Text: text}}})
+}
+
+// replyToolError answers c with a text result flagged as an error.
+func replyToolError(c *call, text string) {
+	c.reply(toolResult{Content: []content{{Type: "text", Text: text}}, IsError: true})
 }
 
 // decodeArgs decodes a tool's arguments into v. If that fails, it answers
@@ -210,9 +238,13 @@ func (s *server) crash(c *call, args json.RawMessage) {
 	s.exit(code, "crash tool")
 }
 
-func (s *server) listChanged(c *call, args json.RawMessage) {
-	s.send(notification{JSONRPC: "2.0", Method: "notifications/tools/list_changed"})
-	replyText(c, "sent")
+// notifier returns a tool that sends the notification method, then answers
+// "sent".
+func (s *server) notifier(method string) func(*call, json.RawMessage) {
+	return func(c *call, args json.RawMessage) {
+		s.send(notification{JSONRPC: "2.0", Method: method})
+		replyText(c, "sent")
+	}
 }
 
 // flood writes count notifications/message in one write, then answers.
@@ -248,4 +280,152 @@ func logLines(prefix string, n int) []byte {
 		n -= size
 	}
 	return buf.Bytes()
+}
+
+func (s *server) touch(c *call, args json.RawMessage) {
+	uri := s.resourceURI("counter")
+	s.mu.Lock()
+	s.counter++
+	n := s.counter
+	subscribed := s.subscribed[uri]
+	s.mu.Unlock()
+	if subscribed {
+		s.send(notification{JSONRPC: "2.0", Method: "notifications/resources/updated",
+			Params: map[string]string{"uri": uri}})
+	}
+	replyText(c, fmt.Sprintf("counter %d", n))
+}
+
+// progressParams are the params of notifications/progress.
+type progressParams struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+	Progress      int             `json:"progress"`
+	Total         int             `json:"total"`
+	Message       string          `json:"message"`
+}
+
+func (s *server) progress(c *call, args json.RawMessage) {
+	a := struct {
+		Steps   int `json:"steps"`
+		DelayMS int `json:"delay_ms"`
+	}{Steps: 3}
+	if !decodeArgs(c, args, &a) || !nonNegative(c, "steps", a.Steps) {
+		return
+	}
+	for i := 1; i <= a.Steps; i++ {
+		if i > 1 && !sleepCtx(c.ctx, a.DelayMS) {
+			return
+		}
+		if c.progressToken != nil {
+			s.send(notification{JSONRPC: "2.0", Method: "notifications/progress", Params: progressParams{
+				ProgressToken: c.progressToken,
+				Progress:      i,
+				Total:         a.Steps,
+				Message:       fmt.Sprintf("step %d of %d", i, a.Steps),
+			}})
+		}
+	}
+	replyText(c, fmt.Sprintf("done %d", a.Steps))
+}
+
+// logParams are the params of notifications/message.
+type logParams struct {
+	Level  string `json:"level"`
+	Logger string `json:"logger"`
+	Data   string `json:"data"`
+}
+
+func (s *server) log(c *call, args json.RawMessage) {
+	a := struct {
+		Level string `json:"level"`
+		Data  string `json:"data"`
+	}{Level: "info", Data: "hello"}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	level := slices.Index(logLevels, a.Level)
+	if level < 0 {
+		c.fail(codeInvalidParams, fmt.Sprintf("invalid arguments: invalid level %q", a.Level))
+		return
+	}
+	s.mu.Lock()
+	threshold := slices.Index(logLevels, s.logLevel) // -1 if never set
+	s.mu.Unlock()
+	if level < threshold {
+		replyText(c, "filtered")
+		return
+	}
+	s.send(notification{JSONRPC: "2.0", Method: "notifications/message",
+		Params: logParams{Level: a.Level, Logger: "fake", Data: a.Data}})
+	replyText(c, "logged")
+}
+
+func (s *server) sample(c *call, args json.RawMessage) {
+	a := struct {
+		Prompt string `json:"prompt"`
+	}{Prompt: "hi"}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	params := struct {
+		Messages  []promptMessage `json:"messages"`
+		MaxTokens int             `json:"maxTokens"`
+	}{[]promptMessage{{Role: "user", Content: content{Type: "text", Text: a.Prompt}}}, 100}
+	result, failure, ok := s.ask(c, "sampling/createMessage", params)
+	switch {
+	case !ok:
+	case failure != "":
+		replyToolError(c, "sampling failed: "+failure)
+	default:
+		var r struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		json.Unmarshal(result, &r) // keep what could be decoded
+		replyText(c, "sampled: "+r.Content.Text)
+	}
+}
+
+func (s *server) elicit(c *call, args json.RawMessage) {
+	a := struct {
+		Message string `json:"message"`
+	}{Message: "name?"}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	params := map[string]any{
+		"message": a.Message,
+		"requestedSchema": map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"name": map[string]string{"type": "string"}},
+		},
+	}
+	result, failure, ok := s.ask(c, "elicitation/create", params)
+	switch {
+	case !ok:
+	case failure != "":
+		replyToolError(c, "elicitation failed: "+failure)
+	default:
+		replyText(c, "elicited: "+string(compact(result)))
+	}
+}
+
+func (s *server) roots(c *call, args json.RawMessage) {
+	result, failure, ok := s.ask(c, "roots/list", nil)
+	switch {
+	case !ok:
+	case failure != "":
+		replyToolError(c, "roots failed: "+failure)
+	default:
+		var r struct {
+			Roots json.RawMessage `json:"roots"`
+		}
+		json.Unmarshal(result, &r) // keep what could be decoded
+		roots := compact(r.Roots)
+		if roots == nil {
+			roots = json.RawMessage("null")
+		}
+		replyText(c, "roots: "+string(roots))
+	}
 }

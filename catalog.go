@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// kind is a kind of thing servers list: tools, prompts, resources and
+// resource templates. The gateway aggregates each kind the same way.
+type kind int
+
+const (
+	kindTool kind = iota
+	kindPrompt
+	kindResource
+	kindTemplate
+	numKinds
+)
+
+// kinds describes each kind: the method that lists it, the member of the
+// result that holds the list, the member of an item that names it, the
+// notification that says the list changed, and the server capability that
+// offers it.
+var kinds = [numKinds]struct {
+	list, field, key, changed, capability string
+}{
+	kindTool:     {"tools/list", "tools", "name", "notifications/tools/list_changed", "tools"},
+	kindPrompt:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed", "prompts"},
+	kindResource: {"resources/list", "resources", "uri", "notifications/resources/list_changed", "resources"},
+	kindTemplate: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed", "resources"},
+}
+
+// capabilities are the capabilities a server declared, by name.
+type capabilities map[string]json.RawMessage
+
+func (c capabilities) has(k kind) bool { return c[kinds[k].capability] != nil }
+
+// flag reports whether capability name declares the boolean member flag,
+// such as resources.subscribe.
+func (c capabilities) flag(name, flag string) bool {
+	var v map[string]any
+	json.Unmarshal(c[name], &v)
+	b, _ := v[flag].(bool)
+	return b
+}
+
+// uriSeparator joins a prefix (or, on a collision, a server's name) to a
+// resource URI: "fs" and "file:///a" make "fs+file:///a". The result is still
+// a URI, whose scheme is "fs+file", and a URI template stays a template.
+const uriSeparator = "+"
+
+// qualify returns the name clients see for an item of kind k that server
+// qualifier q offers as name.
+func qualify(k kind, q, name string) string {
+	if k == kindResource || k == kindTemplate {
+		return q + uriSeparator + name
+	}
+	return q + toolSeparator + name
+}
+
+// backendItem is one item as its server listed it.
+type backendItem struct {
+	name string          // the server's name for it: a name, a URI or a URI template
+	raw  json.RawMessage // the object as the server sent it
+}
+
+// catalog is what clients see of every server's lists. It is immutable once
+// built.
+type catalog struct {
+	lists [numKinds]catalogList
+}
+
+// catalogList is the aggregated list of one kind, sorted by name.
+type catalogList struct {
+	items  []catalogItem
+	byName map[string]*catalogItem
+}
+
+// catalogItem is one item as clients see it.
+type catalogItem struct {
+	name    string          // the name (or URI) clients use
+	orig    string          // the backend's name for it
+	backend *backend        // never nil
+	raw     json.RawMessage // the object, renamed when name != orig
+}
+
+func (c *catalog) lookup(k kind, name string) *catalogItem {
+	return c.lists[k].byName[name]
+}
+
+// buildCatalog names every item of every backend. An item keeps its own name
+// unless its server has a prefix (then "prefix__name", or "prefix+uri"), or
+// another server without a prefix offers an item of the same kind and name:
+// then each of the colliding items is qualified by its server's name, so that
+// no request can reach the wrong server. Tools the server's filter leaves out
+// are not in the catalog. It returns the collisions, for the log.
+func buildCatalog(backends []*backend) (*catalog, []string) {
+	cat := &catalog{}
+	var collisions []string
+	for k := range numKinds {
+		var c []string
+		cat.lists[k], c = buildList(backends, k)
+		collisions = append(collisions, c...)
+	}
+	return cat, collisions
+}
+
+func buildList(backends []*backend, k kind) (catalogList, []string) {
+	type entry struct {
+		b    *backend
+		it   backendItem
+		name string
+	}
+	var entries []entry
+	owners := map[string][]string{} // plain name -> servers offering it without a prefix
+	for _, b := range backends {
+		for _, it := range b.items(k) {
+			if k == kindTool && !b.cfg.Tools.allows(it.name) {
+				continue
+			}
+			name := it.name
+			if b.cfg.Prefix != "" {
+				name = qualify(k, b.cfg.Prefix, it.name)
+			} else {
+				owners[name] = append(owners[name], b.name)
+			}
+			entries = append(entries, entry{b, it, name})
+		}
+	}
+	what := strings.TrimSuffix(kinds[k].field, "s")
+	var collisions []string
+	for name, servers := range owners {
+		if len(servers) > 1 {
+			var qualified []string
+			for _, s := range servers {
+				qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+			}
+			collisions = append(collisions, fmt.Sprintf("servers %q all offer %s %q; it is offered as %s", servers, what, name, strings.Join(qualified, ", ")))
+		}
+	}
+	sort.Strings(collisions)
+	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
+	for _, e := range entries {
+		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
+			e.name = qualify(k, e.b.name, e.it.name)
+		}
+		if _, dup := l.byName[e.name]; dup {
+			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: the name is taken", what, e.name, e.b.name))
+			continue
+		}
+		raw := e.it.raw
+		if e.name != e.it.name {
+			raw = rename(raw, kinds[k].key, e.name)
+		}
+		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw})
+		l.byName[e.name] = nil
+	}
+	sort.Slice(l.items, func(i, j int) bool { return l.items[i].name < l.items[j].name })
+	for i := range l.items {
+		l.byName[l.items[i].name] = &l.items[i]
+	}
+	return l, collisions
+}
+
+// rename returns the object raw with its member key set to name.
+func rename(raw json.RawMessage, key, name string) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return raw // listItems checked it is an object
+	}
+	fields[key], _ = json.Marshal(name)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// sameList reports whether two lists look the same to clients.
+func sameList(a, b catalogList) bool {
+	return slices.EqualFunc(a.items, b.items, func(x, y catalogItem) bool {
+		return x.name == y.name && x.backend == y.backend && bytes.Equal(x.raw, y.raw)
+	})
+}
+
+// page returns the result of a list request for kind k: the items after the
+// cursor, at most size of them. The cursor is the last name sent, so that a
+// page boundary survives a change of the list between pages.
+func (c *catalog) page(k kind, params json.RawMessage, size int) (any, error) {
+	method := kinds[k].list
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, &wireError{Code: codeInvalidParams, Message: method + ": invalid params: " + err.Error()}
+		}
+	}
+	after := ""
+	if p.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(p.Cursor)
+		if err != nil || len(b) == 0 {
+			return nil, &wireError{Code: codeInvalidParams, Message: method + ": invalid cursor"}
+		}
+		after = string(b)
+	}
+	items := c.lists[k].items
+	i := sort.Search(len(items), func(i int) bool { return items[i].name > after })
+	end := min(i+size, len(items))
+	out := make([]json.RawMessage, 0, end-i)
+	for _, it := range items[i:end] {
+		out = append(out, it.raw)
+	}
+	res := map[string]any{kinds[k].field: out}
+	if end < len(items) {
+		res["nextCursor"] = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].name))
+	}
+	return res, nil
+}
+
+// resolveURI finds the server that serves a resource URI as clients see it,
+// and the server's own URI for it:
+//
+//  1. a URI in the aggregated resource list;
+//  2. a URI that a template in the aggregated list matches (by its text up
+//     to the first variable; the longest such match wins);
+//  3. "q+uri", where q is a server's prefix or name: that server's "uri";
+//  4. any URI, when only one server offers resources.
+//
+// It returns nil when none applies.
+func (c *catalog) resolveURI(backends []*backend, uri string) (*backend, string) {
+	if it := c.lookup(kindResource, uri); it != nil {
+		return it.backend, it.orig
+	}
+	var best *catalogItem
+	bestLen := -1
+	for i := range c.lists[kindTemplate].items {
+		it := &c.lists[kindTemplate].items[i]
+		lit, _, _ := strings.Cut(it.name, "{")
+		if lit != "" && strings.HasPrefix(uri, lit) && len(lit) > bestLen {
+			best, bestLen = it, len(lit)
+		}
+	}
+	if best != nil {
+		// The visible template is the server's, maybe with "q+" before it.
+		return best.backend, uri[len(best.name)-len(best.orig):]
+	}
+	var offering []*backend
+	for _, b := range backends {
+		q := b.cfg.Prefix
+		if q == "" {
+			q = b.name
+		}
+		if rest, ok := strings.CutPrefix(uri, q+uriSeparator); ok && rest != "" {
+			return b, rest
+		}
+		if b.capabilities().has(kindResource) {
+			offering = append(offering, b)
+		}
+	}
+	if len(offering) == 1 && offering[0].cfg.Prefix == "" {
+		return offering[0], uri
+	}
+	return nil, ""
+}

@@ -1,0 +1,734 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// peer is an MCP client for tests, over either front end. It answers the
+// requests servers send it through the gateway with answer, and keeps the
+// notifications that do not belong to a request it made.
+type peer struct {
+	t      testing.TB
+	name   string // "http" or "stdio"
+	answer func(method string, params json.RawMessage) (any, *wireError)
+
+	// notes receives the session's own stream: over HTTP the GET stream,
+	// over stdio every notification.
+	notes chan *wireMsg
+
+	// HTTP
+	url, sid string
+
+	// stdio
+	in      io.Writer
+	mu      sync.Mutex
+	waiting map[string]chan *wireMsg
+	related []*wireMsg // progress and requests since the last call began
+}
+
+// fullCaps are the capabilities of a client that offers everything.
+const fullCaps = `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`
+
+// newHTTPPeer opens a session on the gateway at url, declaring caps, and
+// its GET stream.
+func newHTTPPeer(t testing.TB, url, caps string) *peer {
+	t.Helper()
+	p := &peer{t: t, name: "http", url: url, notes: make(chan *wireMsg, 1000)}
+	c := &client{t: t, url: url}
+	resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"test","version":"1"}}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	p.sid = resp.Header.Get("Mcp-Session-Id")
+	c.sid = p.sid
+	c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", p.sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET stream = %v, %v", stream, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		readEvents(stream.Body, func(m *wireMsg) { p.notes <- m })
+	}()
+	t.Cleanup(func() { cancel(); stream.Body.Close(); <-done })
+	return p
+}
+
+// newStdioPeer serves a stdio session of gw to a new peer declaring caps.
+func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		serveStdio(ctx, gw, inR, outW, 1<<20, time.Second, testLogger(t))
+		outW.Close()
+	}()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		r := bufio.NewReader(outR)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var m wireMsg
+			if json.Unmarshal(line, &m) != nil {
+				t.Errorf("stdio: not JSON: %q", line)
+				continue
+			}
+			p.dispatch(&m)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		<-served
+		<-read
+	})
+	if m, _ := p.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"test","version":"1"}}`); m.Error != nil {
+		t.Fatalf("initialize: %+v", m.Error)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p
+}
+
+// dispatch handles a message read from the stdio front end.
+func (p *peer) dispatch(m *wireMsg) {
+	switch {
+	case m.Method != "" && m.ID != nil:
+		p.mu.Lock()
+		p.related = append(p.related, m)
+		p.mu.Unlock()
+		p.send(string(p.answerLine(m)))
+	case m.Method == "notifications/progress":
+		p.mu.Lock()
+		p.related = append(p.related, m)
+		p.mu.Unlock()
+	case m.Method != "":
+		p.notes <- m
+	default:
+		p.mu.Lock()
+		c := p.waiting[string(m.ID)]
+		delete(p.waiting, string(m.ID))
+		p.mu.Unlock()
+		if c == nil {
+			p.t.Errorf("stdio: an answer to no request: %+v", m)
+			return
+		}
+		c <- m
+	}
+}
+
+// answerLine returns the peer's answer to a server's request.
+func (p *peer) answerLine(m *wireMsg) []byte {
+	var result any = map[string]any{}
+	var werr *wireError
+	if p.answer != nil {
+		result, werr = p.answer(m.Method, m.Params)
+	} else {
+		werr = &wireError{Code: codeMethodNotFound, Message: "test peer answers nothing"}
+	}
+	if werr != nil {
+		return encodeErrorResponse(m.ID, werr)
+	}
+	raw, _ := json.Marshal(result)
+	var b strings.Builder
+	resultReply(m.ID, raw).WriteTo(&b)
+	return []byte(b.String())
+}
+
+func (p *peer) send(line string) {
+	p.t.Helper()
+	if p.name == "stdio" {
+		if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+			p.t.Errorf("stdio write: %v", err)
+		}
+		return
+	}
+	c := &client{t: p.t, url: p.url, sid: p.sid}
+	if resp, body := c.post(line); resp.StatusCode != 202 {
+		p.t.Errorf("POST %s = %s %s, want 202", line, resp.Status, body)
+	}
+}
+
+var peerIDs struct {
+	sync.Mutex
+	n int
+}
+
+// call sends a request and returns its answer and the messages related to
+// it that came before the answer: over HTTP those on the request's own
+// stream, over stdio the progress notifications and requests read before
+// the answer (calls over stdio are made one at a time).
+func (p *peer) call(method, params string) (*wireMsg, []*wireMsg) {
+	p.t.Helper()
+	peerIDs.Lock()
+	peerIDs.n++
+	id := fmt.Sprintf(`"r%d"`, peerIDs.n)
+	peerIDs.Unlock()
+	return p.callID(id, method, params)
+}
+
+func (p *peer) callID(id, method, params string) (*wireMsg, []*wireMsg) {
+	p.t.Helper()
+	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, params)
+	if p.name == "stdio" {
+		c := make(chan *wireMsg, 1)
+		p.mu.Lock()
+		p.waiting[id] = c
+		p.related = nil
+		p.mu.Unlock()
+		p.send(line)
+		select {
+		case m := <-c:
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return m, p.related
+		case <-time.After(30 * time.Second):
+			p.t.Fatalf("no answer to %s", line)
+		}
+	}
+	req, _ := http.NewRequest("POST", p.url, strings.NewReader(line))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", p.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("POST %s: %v", line, err)
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var m wireMsg
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			p.t.Fatalf("%s: %s, not JSON: %v", method, resp.Status, err)
+		}
+		return &m, nil
+	}
+	var answer *wireMsg
+	var notes []*wireMsg
+	readEvents(resp.Body, func(m *wireMsg) {
+		switch {
+		case answer != nil:
+			p.t.Errorf("%s: a message after the answer: %+v", method, m)
+		case m.Method != "" && m.ID != nil:
+			p.send(string(p.answerLine(m)))
+			notes = append(notes, m)
+		case m.Method != "":
+			notes = append(notes, m)
+		default:
+			answer = m
+		}
+	})
+	if answer == nil {
+		p.t.Fatalf("%s: the event stream ended without an answer", method)
+	}
+	return answer, notes
+}
+
+// readEvents calls f with each message of a server-sent event stream.
+func readEvents(r io.Reader, f func(*wireMsg)) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m wireMsg
+		if json.Unmarshal([]byte(data), &m) == nil {
+			f(&m)
+		}
+	}
+}
+
+// next returns the next message of the session's own stream.
+func (p *peer) next() *wireMsg {
+	p.t.Helper()
+	select {
+	case m := <-p.notes:
+		return m
+	case <-time.After(30 * time.Second):
+		p.t.Fatal("nothing on the session's stream")
+		return nil
+	}
+}
+
+// nextExcept returns the next message of the session's own stream whose
+// method is not one of skip.
+func (p *peer) nextExcept(skip ...string) *wireMsg {
+	p.t.Helper()
+	for {
+		if m := p.next(); !slices.Contains(skip, m.Method) {
+			return m
+		}
+	}
+}
+
+// result decodes a successful answer's result into v.
+func result(t testing.TB, m *wireMsg, v any) {
+	t.Helper()
+	if m.Error != nil {
+		t.Fatalf("error answer: %d %s", m.Error.Code, m.Error.Message)
+	}
+	if err := json.Unmarshal(m.Result, v); err != nil {
+		t.Fatalf("result %s: %v", m.Result, err)
+	}
+}
+
+// listAll lists every item of a list method through every page, and returns
+// the values of member key.
+func (p *peer) listAll(method, field, key string) []string {
+	p.t.Helper()
+	var out []string
+	params := `{}`
+	for range 100 {
+		m, _ := p.call(method, params)
+		var r map[string]json.RawMessage
+		result(p.t, m, &r)
+		var items []map[string]any
+		json.Unmarshal(r[field], &items)
+		for _, it := range items {
+			out = append(out, fmt.Sprint(it[key]))
+		}
+		var next string
+		json.Unmarshal(r["nextCursor"], &next)
+		if next == "" {
+			slices.Sort(out)
+			return out
+		}
+		params = fmt.Sprintf(`{"cursor":%q}`, next)
+	}
+	p.t.Fatalf("%s never ended", method)
+	return nil
+}
+
+// both runs f for a peer over HTTP and one over stdio of the same gateway.
+func both(t *testing.T, tg *testGateway, caps string, f func(t *testing.T, p *peer)) {
+	t.Run("http", func(t *testing.T) { f(t, newHTTPPeer(t, tg.url, caps)) })
+	t.Run("stdio", func(t *testing.T) { f(t, newStdioPeer(t, tg.gw, caps)) })
+}
+
+// text returns the text of a result's first content item (tool) or of its
+// first contents item (resource).
+func text(t testing.TB, m *wireMsg) string {
+	t.Helper()
+	var r struct {
+		Content  []struct{ Text string }
+		Contents []struct{ Text string }
+		Messages []struct {
+			Content struct{ Text string }
+		}
+		IsError bool
+	}
+	result(t, m, &r)
+	switch {
+	case len(r.Content) > 0:
+		return r.Content[0].Text
+	case len(r.Contents) > 0:
+		return r.Contents[0].Text
+	case len(r.Messages) > 0:
+		return r.Messages[0].Content.Text
+	}
+	t.Fatalf("no text in %s", m.Result)
+	return ""
+}
+
+func TestResourcesPromptsAndCompletionsPassThroughWithPrefixes(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b"],"prefix":"bp"}
+	}}`, func(g *Gateway) { g.pageSize = 1 })
+	both(t, tg, `{}`, func(t *testing.T, p *peer) {
+		init, _ := p.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+		var ir struct{ Capabilities map[string]any }
+		result(t, init, &ir)
+		want := map[string]any{
+			"tools":       map[string]any{"listChanged": true},
+			"prompts":     map[string]any{"listChanged": true},
+			"resources":   map[string]any{"listChanged": true, "subscribe": true},
+			"completions": map[string]any{},
+			"logging":     map[string]any{},
+		}
+		if diff := cmp.Diff(want, ir.Capabilities); diff != "" {
+			t.Errorf("capabilities (-want +got):\n%s", diff)
+		}
+
+		if diff := cmp.Diff([]string{"bp+fake://b/counter", "bp+fake://b/hello", "fake://a/counter", "fake://a/hello"},
+			p.listAll("resources/list", "resources", "uri")); diff != "" {
+			t.Errorf("resources (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"bp+fake://b/echo/{text}", "fake://a/echo/{text}"},
+			p.listAll("resources/templates/list", "resourceTemplates", "uriTemplate")); diff != "" {
+			t.Errorf("templates (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"bp__greet", "greet"}, p.listAll("prompts/list", "prompts", "name")); diff != "" {
+			t.Errorf("prompts (-want +got):\n%s", diff)
+		}
+
+		for uri, want := range map[string]string{
+			"fake://a/hello":     "hello from a",
+			"bp+fake://b/hello":  "hello from b",
+			"fake://a/echo/xyz":  "xyz", // through a's template
+			"bp+fake://b/echo/q": "q",
+		} {
+			m, _ := p.call("resources/read", fmt.Sprintf(`{"uri":%q}`, uri))
+			if m.Error != nil {
+				t.Errorf("read %s: %+v", uri, m.Error)
+				continue
+			}
+			if got := text(t, m); got != want {
+				t.Errorf("read %s = %q, want %q", uri, got, want)
+			}
+		}
+		if m, _ := p.call("resources/read", `{"uri":"nowhere://x"}`); m.Error == nil || m.Error.Code != codeResourceNotFound {
+			t.Errorf("read of an unknown URI = %+v, want error %d", m, codeResourceNotFound)
+		}
+
+		for name, want := range map[string]string{"greet": "Hello, W, from a", "bp__greet": "Hello, W, from b"} {
+			m, _ := p.call("prompts/get", fmt.Sprintf(`{"name":%q,"arguments":{"who":"W"}}`, name))
+			if got := text(t, m); got != want {
+				t.Errorf("prompts/get %s = %q, want %q", name, got, want)
+			}
+		}
+		if m, _ := p.call("prompts/get", `{"name":"nope"}`); m.Error == nil || m.Error.Code != codeInvalidParams {
+			t.Errorf("prompts/get of an unknown prompt = %+v, want error %d", m, codeInvalidParams)
+		}
+
+		for _, c := range []struct{ ref, value string }{
+			{`{"type":"ref/prompt","name":"greet"}`, `{"name":"who","value":"a"}`},
+			{`{"type":"ref/prompt","name":"bp__greet"}`, `{"name":"who","value":"c"}`},
+			{`{"type":"ref/resource","uri":"bp+fake://b/echo/{text}"}`, `{"name":"text","value":"t"}`},
+		} {
+			m, _ := p.call("completion/complete", fmt.Sprintf(`{"ref":%s,"argument":%s}`, c.ref, c.value))
+			var r struct{ Completion struct{ Values []string } }
+			result(t, m, &r)
+			var want []string
+			switch {
+			case strings.Contains(c.value, `"a"`):
+				want = []string{"alice"}
+			case strings.Contains(c.value, `"c"`):
+				want = []string{"carol"}
+			default:
+				want = []string{"three", "two"}
+			}
+			if diff := cmp.Diff(want, r.Completion.Values); diff != "" {
+				t.Errorf("complete %s (-want +got):\n%s", c.ref, diff)
+			}
+		}
+	})
+}
+
+func TestCollidingResourcesAndPromptsAreQualifiedByServer(t *testing.T) {
+	t.Parallel()
+	// Both servers call themselves x: every URI and the prompt collide.
+	tg := startGateway(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","x"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","x","-capabilities","tools,resources,prompts"]}
+	}}`)
+	p := newHTTPPeer(t, tg.url, `{}`)
+	if diff := cmp.Diff([]string{"a+fake://x/counter", "a+fake://x/hello", "b+fake://x/counter", "b+fake://x/hello"},
+		p.listAll("resources/list", "resources", "uri")); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a__greet", "b__greet"}, p.listAll("prompts/list", "prompts", "name")); diff != "" {
+		t.Errorf("prompts (-want +got):\n%s", diff)
+	}
+	// Each read reaches its own server: the counter of b moves, a's not.
+	if m, _ := p.call("tools/call", `{"name":"b__touch","arguments":{}}`); text(t, m) != "counter 1" {
+		t.Errorf("b__touch = %s", m.Result)
+	}
+	for uri, want := range map[string]string{"a+fake://x/counter": "0", "b+fake://x/counter": "1", "b+fake://x/echo/hi": "hi"} {
+		if m, _ := p.call("resources/read", fmt.Sprintf(`{"uri":%q}`, uri)); text(t, m) != want {
+			t.Errorf("read %s = %s, want %q", uri, m.Result, want)
+		}
+	}
+	// b offers no completions: asking it is an error, not a wrong answer.
+	if m, _ := p.call("completion/complete", `{"ref":{"type":"ref/prompt","name":"b__greet"},"argument":{"name":"who","value":""}}`); m.Error == nil || !strings.Contains(m.Error.Message, `"b" does not offer completions`) {
+		t.Errorf("completion from a server without completions = %+v", m)
+	}
+}
+
+func TestProgressReachesOnlyItsCallerInOrderWithItsOwnToken(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	both(t, tg, `{}`, func(t *testing.T, p *peer) {
+		// Two callers use the same token at once; each must see only its own.
+		other := newHTTPPeer(t, tg.url, `{}`)
+		otherDone := make(chan []*wireMsg, 1)
+		go func() {
+			_, notes := other.call("tools/call", `{"name":"progress","arguments":{"steps":5,"delay_ms":5},"_meta":{"progressToken":"tok"}}`)
+			otherDone <- notes
+		}()
+		for _, token := range []string{`"tok"`, `7`} {
+			m, notes := p.call("tools/call", `{"name":"progress","arguments":{"steps":3,"delay_ms":5},"_meta":{"progressToken":`+token+`}}`)
+			if got := text(t, m); got != "done 3" {
+				t.Errorf("progress tool answered %q", got)
+			}
+			var got []string
+			for _, n := range notes {
+				var pp struct {
+					Token    json.RawMessage `json:"progressToken"`
+					Progress float64
+					Total    float64
+				}
+				json.Unmarshal(n.Params, &pp)
+				got = append(got, fmt.Sprintf("%s %s %v/%v", n.Method, pp.Token, pp.Progress, pp.Total))
+			}
+			want := []string{
+				"notifications/progress " + token + " 1/3",
+				"notifications/progress " + token + " 2/3",
+				"notifications/progress " + token + " 3/3",
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("messages before the answer, token %s (-want +got):\n%s", token, diff)
+			}
+		}
+		if notes := <-otherDone; len(notes) != 5 {
+			t.Errorf("the other caller got %d messages, want its own 5 progress notifications", len(notes))
+		}
+		// The server saw corral's tokens, never the clients'.
+		for _, st := range fakeProcesses(t, tg.dir) {
+			for _, e := range fakeEvents(t, tg.dir, st.PID) {
+				if e.Tool == "progress" && (string(e.ProgressToken) == `"tok"` || string(e.ProgressToken) == "7" && string(e.ID) != "7") {
+					t.Errorf("the server got the client's token: %+v", e)
+				}
+			}
+		}
+	})
+}
+
+func TestClientCancellationReachesTheServerWithItsOwnID(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	both(t, tg, `{}`, func(t *testing.T, p *peer) {
+		id := `"cancel-` + p.name + `"`
+		answered := make(chan *wireMsg, 1)
+		go func() {
+			m, _ := p.callID(id, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
+			answered <- m
+		}()
+		// Wait until the server has the call, then cancel it.
+		pid := fakeProcesses(t, tg.dir)[0].PID
+		var serverID json.RawMessage
+		waitFor(t, 10*time.Second, "the server to get the sleep call", func() bool {
+			for _, e := range fakeEvents(t, tg.dir, pid) {
+				if e.Tool == "sleep" {
+					serverID = e.ID
+				}
+			}
+			return serverID != nil
+		})
+		p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"test"}}`)
+		waitFor(t, 10*time.Second, "the server to hear of the cancellation", func() bool {
+			for _, e := range fakeEvents(t, tg.dir, pid) {
+				if e.Event == "cancelled" && string(e.RequestID) == string(serverID) {
+					return true
+				}
+			}
+			return false
+		})
+		if p.name == "stdio" {
+			// No answer for a cancelled request: the next line answers a ping.
+			m, _ := p.call("ping", `{}`)
+			if m.Error != nil {
+				t.Errorf("ping after the cancellation = %+v", m.Error)
+			}
+			select {
+			case m := <-answered:
+				t.Errorf("the cancelled request was answered: %+v", m)
+			default:
+			}
+		} else {
+			<-answered // an HTTP request must end somehow
+		}
+	})
+}
+
+func TestLogMessagesGoToTheSessionsThatAskedTaggedWithTheServer(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	warn := newHTTPPeer(t, tg.url, `{}`)
+	quiet := newStdioPeer(t, tg.gw, `{}`) // never asks
+	if m, _ := warn.call("logging/setLevel", `{"level":"warning"}`); m.Error != nil {
+		t.Fatalf("setLevel: %+v", m.Error)
+	}
+	if m, _ := warn.call("logging/setLevel", `{"level":"loud"}`); m.Error == nil || m.Error.Code != codeInvalidParams {
+		t.Errorf("setLevel to an unknown level = %+v, want %d", m, codeInvalidParams)
+	}
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 10*time.Second, "the server to be asked for warning", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool { return e.Event == "setLevel" && e.Level == "warning" })
+	})
+	// The server filters info itself now; error reaches the session that asked.
+	if m, _ := quiet.call("tools/call", `{"name":"log","arguments":{"level":"info","data":"chatter"}}`); text(t, m) != "filtered" {
+		t.Errorf("info log = %s, want filtered by the server", m.Result)
+	}
+	if m, _ := quiet.call("tools/call", `{"name":"log","arguments":{"level":"error","data":"boom"}}`); text(t, m) != "logged" {
+		t.Errorf("error log = %s", m.Result)
+	}
+	m := warn.nextExcept(listChanged...)
+	var lp struct{ Level, Logger, Data string }
+	json.Unmarshal(m.Params, &lp)
+	if m.Method != "notifications/message" || lp != (struct{ Level, Logger, Data string }{"error", "a/fake", "boom"}) {
+		t.Errorf("the session that asked got %s %s, want the error message tagged a/fake", m.Method, m.Params)
+	}
+	// The quiet session got no log message: the next thing on its stream is
+	// the update of a resource it subscribed to, which the server sent after.
+	quiet.call("resources/subscribe", `{"uri":"fake://a/counter"}`)
+	quiet.call("tools/call", `{"name":"touch","arguments":{}}`)
+	if m := quiet.nextExcept(listChanged...); m.Method != "notifications/resources/updated" {
+		t.Errorf("a session that never asked for log messages got %s %s", m.Method, m.Params)
+	}
+}
+
+// listChanged are the notifications a session may get at any time.
+var listChanged = []string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"}
+
+func TestServerRequestsReachTheSessionWhoseCallTheServerServes(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	both(t, tg, fullCaps, func(t *testing.T, p *peer) {
+		var asked []string
+		p.answer = func(method string, params json.RawMessage) (any, *wireError) {
+			asked = append(asked, method)
+			switch method {
+			case "sampling/createMessage":
+				return map[string]any{"role": "assistant", "content": map[string]string{"type": "text", "text": "pong"}, "model": "test"}, nil
+			case "elicitation/create":
+				return map[string]any{"action": "accept", "content": map[string]string{"name": "ann"}}, nil
+			case "roots/list":
+				return map[string]any{"roots": []map[string]string{{"uri": "file:///tmp/r", "name": "r"}}}, nil
+			}
+			return nil, &wireError{Code: codeMethodNotFound, Message: method}
+		}
+		for _, c := range []struct{ tool, want string }{
+			{"sample", "sampled: pong"},
+			{"elicit", `elicited: {"action":"accept","content":{"name":"ann"}}`},
+			{"roots", `roots: [{"name":"r","uri":"file:///tmp/r"}]`},
+		} {
+			tool, want := c.tool, c.want
+			m, notes := p.call("tools/call", `{"name":"`+tool+`","arguments":{}}`)
+			if got := text(t, m); got != want {
+				t.Errorf("%s = %q, want %q", tool, got, want)
+			}
+			if p.name == "http" && len(notes) != 1 {
+				t.Errorf("%s: the request's stream carried %d messages, want the server's request", tool, len(notes))
+			}
+		}
+		if diff := cmp.Diff([]string{"sampling/createMessage", "elicitation/create", "roots/list"}, asked); diff != "" {
+			t.Errorf("requests the client got (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestServerRequestsAreRefusedWhenTheClientCannotBeToldOrDidNotOffer(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	// A client that offers no sampling: the server gets an error, not the
+	// client a request it cannot answer.
+	bare := newHTTPPeer(t, tg.url, `{}`)
+	bare.answer = func(method string, _ json.RawMessage) (any, *wireError) {
+		t.Errorf("a client that did not offer sampling was asked %s", method)
+		return nil, &wireError{Code: codeInternalError, Message: "no"}
+	}
+	m, _ := bare.call("tools/call", `{"name":"sample","arguments":{}}`)
+	if got := text(t, m); !strings.Contains(got, "sampling failed: -32601") || !strings.Contains(got, "did not declare the sampling capability") {
+		t.Errorf("sample without the capability = %q", got)
+	}
+
+	// Two sessions with calls in flight to the server: corral cannot tell
+	// whose call the request belongs to.
+	busy := newHTTPPeer(t, tg.url, fullCaps)
+	sleeping := make(chan struct{})
+	go func() {
+		defer close(sleeping)
+		busy.callID(`"long"`, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
+	}()
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 10*time.Second, "the sleep call to reach the server", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool { return e.Tool == "sleep" })
+	})
+	asker := newHTTPPeer(t, tg.url, fullCaps)
+	asker.answer = func(method string, _ json.RawMessage) (any, *wireError) {
+		t.Errorf("corral guessed: it passed %s on although two sessions had calls in flight", method)
+		return nil, &wireError{Code: codeInternalError, Message: "no"}
+	}
+	m, _ = asker.call("tools/call", `{"name":"sample","arguments":{}}`)
+	if got := text(t, m); !strings.Contains(got, "sampling failed: -32603") || !strings.Contains(got, "requests of 2 clients are in flight") {
+		t.Errorf("sample while two sessions call = %q", got)
+	}
+	busy.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long"}}`)
+	<-sleeping
+}
+
+func TestSubscriptionsReachOnlySubscribersAndTheServerHearsOnce(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"],"prefix":"p"}}}`)
+	sub1 := newHTTPPeer(t, tg.url, `{}`)
+	sub2 := newStdioPeer(t, tg.gw, `{}`)
+	other := newHTTPPeer(t, tg.url, `{}`)
+	for _, p := range []*peer{sub1, sub2} {
+		if m, _ := p.call("resources/subscribe", `{"uri":"p+fake://a/counter"}`); m.Error != nil {
+			t.Fatalf("subscribe: %+v", m.Error)
+		}
+	}
+	if m, _ := other.call("resources/subscribe", `{"uri":"p+fake://a/nothing-here"}`); m.Error != nil {
+		t.Logf("subscribing to a URI the server lists not: %+v", m.Error) // the server decides
+	}
+	other.call("tools/call", `{"name":"p__touch","arguments":{}}`)
+	for _, p := range []*peer{sub1, sub2} {
+		m := p.nextExcept(listChanged...)
+		if m.Method != "notifications/resources/updated" || !strings.Contains(string(m.Params), `"uri":"p+fake://a/counter"`) {
+			t.Errorf("%s subscriber got %s %s, want resources/updated with the URI it used", p.name, m.Method, m.Params)
+		}
+	}
+	// The one that did not subscribe got nothing: the next thing on its
+	// stream is a log message the server sent after the update.
+	other.call("logging/setLevel", `{"level":"debug"}`)
+	other.call("tools/call", `{"name":"p__log","arguments":{}}`)
+	if m := other.nextExcept(listChanged...); m.Method != "notifications/message" {
+		t.Errorf("a session that did not subscribe got %s %s", m.Method, m.Params)
+	}
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	count := func(event string) int {
+		n := 0
+		for _, e := range fakeEvents(t, tg.dir, pid) {
+			if e.Event == event && e.URI == "fake://a/counter" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("subscribe"); n != 1 {
+		t.Errorf("the server heard %d subscriptions to the counter, want 1", n)
+	}
+	sub1.call("resources/unsubscribe", `{"uri":"p+fake://a/counter"}`)
+	if n := count("unsubscribe"); n != 0 {
+		t.Errorf("the server heard of an unsubscription while a subscriber remains")
+	}
+	sub2.call("resources/unsubscribe", `{"uri":"p+fake://a/counter"}`)
+	waitFor(t, 10*time.Second, "the server to hear the last subscriber leave", func() bool { return count("unsubscribe") == 1 })
+}
