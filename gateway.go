@@ -46,6 +46,7 @@ type Gateway struct {
 	cat        *catalog
 	sessions   map[*session]struct{}
 	subs       map[subKey]map[*session]string // subscribers of each resource, with the URI each used
+	parked     map[string]*exchange           // modern clients' calls waiting for their input, by requestState
 	closed     bool
 }
 
@@ -55,7 +56,7 @@ const defaultPageSize = 1000
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}, subs: map[subKey]map[*session]string{},
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}, subs: map[subKey]map[*session]string{}, parked: map[string]*exchange{},
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
@@ -299,11 +300,28 @@ type session struct {
 	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
 }
 
-// outbound is a server's request passed on to a client.
+// outbound is a server's request passed on to a client. The client's
+// answer goes to the server, under the server's ID, or to reply.
 type outbound struct {
-	b  *backend
-	m  *mux
-	id json.RawMessage // the server's ID for it
+	m     *mux
+	id    json.RawMessage // the server's ID for it
+	reply chan *wireMsg   // if not nil, receives the answer instead (buffered)
+
+	method string // the request, for a modern client's input_required
+	params json.RawMessage
+}
+
+// deliver passes the client's answer on.
+func (o *outbound) deliver(a *wireMsg) {
+	if o.reply != nil {
+		o.reply <- a
+		return
+	}
+	if a.Error != nil {
+		o.m.answer(o.id, errorReply(o.id, a.Error))
+		return
+	}
+	o.m.answer(o.id, resultReply(o.id, a.Result))
 }
 
 // newSession registers a session so that it hears of catalog changes.
@@ -314,6 +332,12 @@ func (g *Gateway) newSession(notify func([]byte)) *session {
 	g.sessions[s] = struct{}{}
 	g.mu.Unlock()
 	return s
+}
+
+// detachedSession returns a session for one modern request: it hears of
+// nothing else.
+func (g *Gateway) detachedSession() *session {
+	return &session{inflight: map[string]context.CancelFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 }
 
 // endSession cancels the session's calls in flight, answers the servers'
@@ -331,7 +355,7 @@ func (g *Gateway) endSession(s *session) {
 	level := s.logLevel
 	s.mu.Unlock()
 	for _, o := range out {
-		o.m.answer(o.id, errorReply(o.id, &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}))
+		o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
 	}
 	g.unsubscribeAll(s)
 	if level != "" {
@@ -390,6 +414,10 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 		g.handleNotification(s, msg)
 		return nil
 	}
+	mr, merr := modernOf(msg.Params)
+	if merr != nil {
+		return errorReply(msg.ID, merr)
+	}
 	key := string(msg.ID)
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(context.Canceled) }
@@ -420,6 +448,13 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	if send == nil {
 		send = s.send
 	}
+	if mr != nil {
+		r := g.handleModern(ctx, s, msg, mr, send)
+		if r == nil || s.wasCancelled(key) {
+			return nil
+		}
+		return r
+	}
 
 	var result any
 	var err error
@@ -441,7 +476,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		r := g.forward(ctx, s, msg, b, params, send)
+		r := g.forward(ctx, s, msg, b, params, send, nil)
 		if r == nil || s.wasCancelled(key) {
 			return nil // the client cancelled it: it wants no answer
 		}
@@ -749,9 +784,9 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 // forward sends a client's request to backend b with params and returns the
 // answer with the client's ID, or nil if the client cancelled the request.
 // The server's progress for it and its requests to the client while it is in
-// flight go to send.
-func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params json.RawMessage, send func([]byte)) *reply {
-	rel := &related{s: s, send: send}
+// flight go to send. mr is the request's modern envelope, or nil.
+func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params json.RawMessage, send func([]byte), mr *modernRequest) *reply {
+	rel := &related{s: s, relatedSend: relatedSend{sendFn: send}}
 	var p struct {
 		Meta struct {
 			Token json.RawMessage `json:"progressToken"`
@@ -762,10 +797,39 @@ func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *back
 		rel.token = t
 	}
 	timeout := g.config().requestTimeout(b.cfg)
+	if mr != nil {
+		rel.modern, rel.caps, rel.logLevel = true, mr.caps, mr.logLevel
+		return g.forwardModern(ctx, msg, b, params, rel, timeout)
+	}
+	s.mu.Lock()
+	rel.caps, rel.logLevel = s.clientCaps, s.logLevel
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	answer, err := b.call(ctx, msg.Method, params, rel)
+	// A modern server may ask for the client's input first; a legacy client
+	// is asked with requests of its own era.
+	for round := 0; err == nil && answer.Error == nil; round++ {
+		ir := asInputRequired(answer.Result)
+		if ir == nil {
+			break
+		}
+		if round == maxInputRounds {
+			err = fmt.Errorf("server %q asked for input more than %d times in one request", b.name, maxInputRounds)
+			break
+		}
+		var retry json.RawMessage
+		if retry, err = g.askClient(ctx, rel, params, ir); err == nil {
+			answer, err = b.call(ctx, msg.Method, retry, rel)
+		}
+	}
+	return g.answerReply(ctx, msg, b, answer, err, timeout, start, false)
+}
+
+// answerReply returns the answer to a forwarded request: the server's, or
+// an error that says why there is none. ctx is the request's.
+func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, answer *wireMsg, err error, timeout time.Duration, start time.Time, modern bool) *reply {
 	var r *reply
 	outcome := outcomeOK
 	what := msg.Method
@@ -790,6 +854,8 @@ func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *back
 	case answer.Error != nil:
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
+	case modern:
+		r = completeReply(msg.ID, answer.Result)
 	default:
 		r = resultReply(msg.ID, answer.Result)
 	}
@@ -836,20 +902,26 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
 		return
 	}
-	s := rel.s
-	s.mu.Lock()
-	declared := s.clientCaps[capability] != nil
-	var id int64
-	if declared {
-		s.nextOut++
-		id = s.nextOut
-		s.outbound[id] = &outbound{b: b, m: m, id: msg.ID}
-	}
-	s.mu.Unlock()
-	if !declared {
+	if rel.caps[capability] == nil {
 		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
 		return
 	}
+	o := &outbound{m: m, id: msg.ID, method: msg.Method, params: msg.Params}
+	if rel.modern {
+		// A modern client is asked with an input_required result.
+		select {
+		case rel.inputs <- o:
+		default:
+			fail(codeInternalError, "too many requests of server %q wait for the client", b.name)
+		}
+		return
+	}
+	s := rel.s
+	s.mu.Lock()
+	s.nextOut++
+	id := s.nextOut
+	s.outbound[id] = o
+	s.mu.Unlock()
 	line, _ := encodeRequest(id, msg.Method, msg.Params)
 	rel.send(line[:len(line)-1])
 }
@@ -866,11 +938,7 @@ func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
 		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
 		return
 	}
-	if msg.Error != nil {
-		o.m.answer(o.id, errorReply(o.id, msg.Error))
-		return
-	}
-	o.m.answer(o.id, resultReply(o.id, msg.Result))
+	o.deliver(msg)
 }
 
 // logLevels are the levels of notifications/message, least severe first.
@@ -983,6 +1051,10 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 	if !first {
 		return struct{}{}, nil
 	}
+	if b.isModern() {
+		b.resubscribe()
+		return struct{}{}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
 	defer cancel()
 	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
@@ -1002,9 +1074,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMe
 		return nil, err
 	}
 	if g.dropSubscriber(key, s) {
-		ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
-		defer cancel()
-		b.callInto(ctx, "resources/unsubscribe", setMember(params, "uri", key.uri))
+		b.unsubscribe(ctx, key.uri)
 	}
 	return struct{}{}, nil
 }
@@ -1058,14 +1128,25 @@ func (g *Gateway) unsubscribeAll(s *session) {
 		}
 		for _, b := range g.backendList() {
 			if b.name == key.server {
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
-					defer cancel()
-					b.callInto(ctx, "resources/unsubscribe", setMember(json.RawMessage("{}"), "uri", key.uri))
-				}()
+				go b.unsubscribe(context.Background(), key.uri)
 			}
 		}
 	}
+}
+
+// subscribedURIs returns the server's own URIs of the resources of server
+// that sessions subscribed to.
+func (g *Gateway) subscribedURIs(server string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uris := []string{}
+	for key := range g.subs {
+		if key.server == server {
+			uris = append(uris, key.uri)
+		}
+	}
+	slices.Sort(uris)
+	return uris
 }
 
 // resourceUpdated passes a server's notifications/resources/updated to the
@@ -1088,15 +1169,10 @@ func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
 	b.setLogLevel(g.wantedLogLevel())
-	g.mu.Lock()
-	var uris []string
-	for key := range g.subs {
-		if key.server == b.name {
-			uris = append(uris, key.uri)
-		}
+	if m.modern.Load() {
+		return // its listen request carries the subscriptions
 	}
-	g.mu.Unlock()
-	for _, uri := range uris {
+	for _, uri := range g.subscribedURIs(b.name) {
 		ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
 		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
 			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)

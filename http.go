@@ -106,9 +106,10 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+	// A modern POST is checked against its body, which decides its era.
+	if v := r.Header.Get("MCP-Protocol-Version"); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
-			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(protocolVersions, ", ")))
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
 		return
 	}
 	switch r.Method {
@@ -192,6 +193,15 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
+		h.serveModern(w, r, msg)
+		return
+	}
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
+		return
+	}
 	var s *httpSession
 	if msg.Method == "initialize" {
 		if msg.ID == nil {
@@ -216,7 +226,7 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
-		if answer, streamed = h.call(w, r, s, msg); streamed {
+		if answer, streamed = h.call(w, r, s.session, msg, s.send); streamed {
 			return
 		}
 	} else {
@@ -243,7 +253,7 @@ const relatedBuffer = 256
 // is returned, to be sent as JSON, unless a server sends messages related to
 // the request first: then the response becomes an event stream that carries
 // them, in order, and then the answer (streamed is true).
-func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *httpSession, msg *wireMsg) (answer *reply, streamed bool) {
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, msg *wireMsg, after func([]byte)) (answer *reply, streamed bool) {
 	rel := make(chan []byte, relatedBuffer)
 	var mu sync.Mutex
 	open := true
@@ -251,7 +261,9 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *httpSessi
 		mu.Lock()
 		defer mu.Unlock()
 		if !open {
-			s.send(m) // the request has ended: the session's own stream
+			if after != nil {
+				after(m) // the request has ended: the session's own stream
+			}
 			return
 		}
 		select {
@@ -261,7 +273,7 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *httpSessi
 		}
 	}
 	done := make(chan *reply, 1)
-	go func() { done <- h.gw.handle(r.Context(), s.session, msg, send) }()
+	go func() { done <- h.gw.handle(r.Context(), s, msg, send) }()
 
 	var rc *http.ResponseController
 	write := func(m []byte) {
@@ -297,6 +309,35 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *httpSessi
 			return nil, true
 		}
 	}
+}
+
+// serveModern serves a modern (2026-07-28) request: no session, headers
+// that must agree with the body, the answer as JSON or, when the server
+// sends progress first, as an event stream; closing it cancels the request.
+func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
+	answer := func(status int, a *reply) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(a.len()))
+		w.WriteHeader(status)
+		a.WriteTo(w)
+	}
+	if _, werr := modernOf(msg.Params); werr != nil {
+		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
+		return
+	}
+	if werr := checkModernHeaders(r.Header.Get, msg); werr != nil {
+		answer(http.StatusBadRequest, errorReply(msg.ID, werr))
+		return
+	}
+	s := h.gw.detachedSession()
+	a, streamed := h.call(w, r, s, msg, nil)
+	if streamed {
+		return
+	}
+	if a == nil {
+		return // the client went away, which cancelled the request
+	}
+	answer(modernStatus(a), a)
 }
 
 // lookupSession returns the session named by the request's Mcp-Session-Id, or

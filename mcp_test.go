@@ -525,19 +525,33 @@ func TestClientCancellationReachesTheServerWithItsOwnID(t *testing.T) {
 	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
 	both(t, tg, `{}`, func(t *testing.T, p *peer) {
 		id := `"cancel-` + p.name + `"`
-		answered := make(chan *wireMsg, 1)
-		go func() {
-			m, _ := p.callID(id, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
-			answered <- m
-		}()
-		// Wait until the server has the call, then cancel it.
 		pid := fakeProcesses(t, tg.dir)[0].PID
-		var serverID json.RawMessage
-		waitFor(t, 10*time.Second, "the server to get the sleep call", func() bool {
+		sleeps := func() []json.RawMessage {
+			var ids []json.RawMessage
 			for _, e := range fakeEvents(t, tg.dir, pid) {
 				if e.Tool == "sleep" {
-					serverID = e.ID
+					ids = append(ids, e.ID)
 				}
+			}
+			return ids
+		}
+		before := len(sleeps())
+		call := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000}}}`
+		answered := make(chan *wireMsg, 1)
+		if p.name == "stdio" {
+			// An answer would reach no request, which the peer reports.
+			p.send(call)
+		} else {
+			go func() {
+				m, _ := p.callID(id, "tools/call", `{"name":"sleep","arguments":{"ms":60000}}`)
+				answered <- m
+			}()
+		}
+		// Wait until the server has the call, then cancel it.
+		var serverID json.RawMessage
+		waitFor(t, 10*time.Second, "the server to get the sleep call", func() bool {
+			if ids := sleeps(); len(ids) > before {
+				serverID = ids[before]
 			}
 			return serverID != nil
 		})
@@ -551,15 +565,9 @@ func TestClientCancellationReachesTheServerWithItsOwnID(t *testing.T) {
 			return false
 		})
 		if p.name == "stdio" {
-			// No answer for a cancelled request: the next line answers a ping.
-			m, _ := p.call("ping", `{}`)
-			if m.Error != nil {
+			// A ping after the cancellation is answered, and nothing before it.
+			if m, _ := p.call("ping", `{}`); m.Error != nil {
 				t.Errorf("ping after the cancellation = %+v", m.Error)
-			}
-			select {
-			case m := <-answered:
-				t.Errorf("the cancelled request was answered: %+v", m)
-			default:
 			}
 		} else {
 			<-answered // an HTTP request must end somehow
@@ -731,4 +739,195 @@ func TestSubscriptionsReachOnlySubscribersAndTheServerHearsOnce(t *testing.T) {
 	}
 	sub2.call("resources/unsubscribe", `{"uri":"p+fake://a/counter"}`)
 	waitFor(t, 10*time.Second, "the server to hear the last subscriber leave", func() bool { return count("unsubscribe") == 1 })
+}
+
+// modernMeta returns the _meta of a modern request from a client with caps.
+func modernMeta(caps string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `,"io.modelcontextprotocol/clientInfo":{"name":"modern-test","version":"1"}}`
+}
+
+// modernPost sends a modern request over HTTP, with the headers the
+// protocol asks for (changed by override: a name with an empty value is
+// left out), and returns the status, the answer and the messages before it.
+func modernPost(t *testing.T, url, method, params string, override ...string) (int, *wireMsg, []*wireMsg) {
+	t.Helper()
+	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"m1","method":%q,"params":%s}`, method, params)
+	req, _ := http.NewRequest("POST", url, strings.NewReader(line))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	var p struct{ Name, URI string }
+	json.Unmarshal([]byte(params), &p)
+	if p.Name+p.URI != "" {
+		req.Header.Set("Mcp-Name", p.Name+p.URI)
+	}
+	for i := 0; i+1 < len(override); i += 2 {
+		if override[i+1] == "" {
+			req.Header.Del(override[i])
+		} else {
+			req.Header.Set(override[i], override[i+1])
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("%s: a modern request got a session", method)
+	}
+	var answer *wireMsg
+	var notes []*wireMsg
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		readEvents(resp.Body, func(m *wireMsg) {
+			if m.Method != "" {
+				notes = append(notes, m)
+			} else {
+				answer = m
+			}
+		})
+	} else {
+		answer = new(wireMsg)
+		if err := json.NewDecoder(resp.Body).Decode(answer); err != nil {
+			t.Fatalf("%s: %s, not JSON: %v", method, resp.Status, err)
+		}
+	}
+	if answer == nil {
+		t.Fatalf("%s: no answer", method)
+	}
+	return resp.StatusCode, answer, notes
+}
+
+func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	meta := modernMeta(`{}`)
+
+	status, m, _ := modernPost(t, tg.url, "server/discover", `{`+meta+`}`)
+	var d struct {
+		SupportedVersions []string
+		Capabilities      map[string]any
+		ResultType        string
+	}
+	result(t, m, &d)
+	if status != 200 || d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || d.Capabilities["tools"] == nil {
+		t.Errorf("server/discover = %d %s", status, m.Result)
+	}
+
+	status, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"echo","arguments":{"text":"hi"},`+meta+`}`)
+	var r struct {
+		ResultType string
+		Content    []struct{ Text string }
+	}
+	result(t, m, &r)
+	if status != 200 || r.ResultType != "complete" || len(r.Content) != 1 || r.Content[0].Text != "hi" {
+		t.Errorf("tools/call = %d %s", status, m.Result)
+	}
+	status, m, _ = modernPost(t, tg.url, "tools/list", `{`+meta+`}`)
+	if status != 200 || !strings.Contains(string(m.Result), `"resultType":"complete"`) || !strings.Contains(string(m.Result), `"ttlMs":0`) {
+		t.Errorf("tools/list = %d %s", status, m.Result)
+	}
+
+	// Progress comes on the request's stream, with the client's token.
+	status, m, notes := modernPost(t, tg.url, "tools/call", `{"name":"progress","arguments":{"steps":2},"_meta":{"progressToken":"pt","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	if status != 200 || text(t, m) != "done 2" || len(notes) != 2 || !strings.Contains(string(notes[1].Params), `"progressToken":"pt"`) {
+		t.Errorf("progress = %d %s, %d notes", status, m.Result, len(notes))
+	}
+
+	for _, c := range []struct {
+		name, method, params string
+		headers              []string
+		status, code         int
+	}{
+		{"a Mcp-Method that disagrees", "tools/list", `{` + meta + `}`, []string{"Mcp-Method", "prompts/list"}, 400, codeHeaderMismatch},
+		{"no Mcp-Name", "tools/call", `{"name":"echo",` + meta + `}`, []string{"Mcp-Name", ""}, 400, codeHeaderMismatch},
+		{"a base64 Mcp-Name that agrees", "tools/call", `{"name":"echo","arguments":{"text":"b"},` + meta + `}`, []string{"Mcp-Name", "=?base64?ZWNobw==?="}, 200, 0},
+		{"an unsupported version", "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}`, []string{"MCP-Protocol-Version", "2099-01-01"}, 400, codeUnsupportedVersion},
+		{"no client capabilities", "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, nil, 400, codeInvalidParams},
+		{"ping, which the era removed", "ping", `{` + meta + `}`, nil, 404, codeMethodNotFound},
+		{"initialize with modern _meta", "initialize", `{` + meta + `}`, nil, 404, codeMethodNotFound},
+	} {
+		status, m, _ := modernPost(t, tg.url, c.method, c.params, c.headers...)
+		code := 0
+		if m.Error != nil {
+			code = m.Error.Code
+		}
+		if status != c.status || code != c.code || string(m.ID) != `"m1"` {
+			t.Errorf("%s: %d %+v, want %d with code %d and the request's id", c.name, status, m.Error, c.status, c.code)
+		}
+		if c.code == codeUnsupportedVersion && !strings.Contains(string(m.Error.Data), `"supported":["2026-07-28"`) {
+			t.Errorf("%s: data %s, want the supported versions", c.name, m.Error.Data)
+		}
+	}
+	// A legacy session at the same endpoint is unaffected.
+	if m, _ := newHTTPPeer(t, tg.url, `{}`).call("tools/call", `{"name":"echo","arguments":{"text":"old"}}`); text(t, m) != "old" {
+		t.Errorf("legacy call = %s", m.Result)
+	}
+}
+
+func TestModernClientAnswersALegacyServersRequestByInputRequired(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	meta := modernMeta(`{"sampling":{}}`)
+	status, m, _ := modernPost(t, tg.url, "tools/call", `{"name":"sample","arguments":{"prompt":"hi"},`+meta+`}`)
+	var ir struct {
+		ResultType    string
+		InputRequests map[string]struct {
+			Method string
+			Params json.RawMessage
+		}
+		RequestState string
+	}
+	result(t, m, &ir)
+	if status != 200 || ir.ResultType != "input_required" || len(ir.InputRequests) != 1 || ir.RequestState == "" {
+		t.Fatalf("sample = %d %s, want input_required", status, m.Result)
+	}
+	var key string
+	for k, in := range ir.InputRequests {
+		key = k
+		if in.Method != "sampling/createMessage" || !strings.Contains(string(in.Params), `"text":"hi"`) {
+			t.Errorf("input request %s = %s %s", k, in.Method, in.Params)
+		}
+	}
+	retry := fmt.Sprintf(`{"name":"sample","arguments":{"prompt":"hi"},"inputResponses":{%q:{"role":"assistant","content":{"type":"text","text":"pong"},"model":"m"}},"requestState":%q,%s}`, key, ir.RequestState, meta)
+	status, m, _ = modernPost(t, tg.url, "tools/call", retry)
+	if status != 200 || text(t, m) != "sampled: pong" {
+		t.Errorf("retry = %d %s", status, m.Result)
+	}
+	// The state is spent.
+	if status, m, _ = modernPost(t, tg.url, "tools/call", retry); status != 400 || m.Error == nil {
+		t.Errorf("a second retry with the same state = %d %+v, want an error", status, m)
+	}
+	// A client without sampling: the server is refused, and says so.
+	_, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"sample","arguments":{},`+modernMeta(`{}`)+`}`)
+	if got := text(t, m); !strings.Contains(got, "did not declare the sampling capability") {
+		t.Errorf("sample from a client without sampling = %q", got)
+	}
+}
+
+func TestModernRequestsOverStdio(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	p := newStdioPeer(t, tg.gw, `{}`)
+	meta := modernMeta(`{"elicitation":{}}`)
+	if m, _ := p.call("server/discover", `{`+meta+`}`); !strings.Contains(string(m.Result), `"supportedVersions":["2026-07-28"`) {
+		t.Errorf("server/discover = %s %+v", m.Result, m.Error)
+	}
+	m, _ := p.call("tools/call", `{"name":"elicit","arguments":{},`+meta+`}`)
+	var ir struct {
+		ResultType    string
+		InputRequests map[string]json.RawMessage
+		RequestState  string
+	}
+	result(t, m, &ir)
+	if ir.ResultType != "input_required" || len(ir.InputRequests) != 1 {
+		t.Fatalf("elicit = %s", m.Result)
+	}
+	for key := range ir.InputRequests {
+		m, _ = p.call("tools/call", fmt.Sprintf(`{"name":"elicit","arguments":{},"inputResponses":{%q:{"action":"decline"}},"requestState":%q,%s}`, key, ir.RequestState, meta))
+	}
+	if got := text(t, m); got != `elicited: {"action":"decline"}` {
+		t.Errorf("elicit after the answer = %q", got)
+	}
 }

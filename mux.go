@@ -74,6 +74,10 @@ type mux struct {
 	// lastRead is when the server last wrote a line (Unix nanoseconds).
 	lastRead atomic.Int64
 
+	// modern is set when the server speaks the modern era: every request
+	// then carries the _meta it needs.
+	modern atomic.Bool
+
 	// notes bounds the notifications passed on per second, and logs bounds
 	// the log lines about a misbehaving server: a server cannot flood
 	// sessions or corral's log.
@@ -113,9 +117,13 @@ type pendingCall struct {
 // while the request is in flight: its progress, and the server's requests to
 // the client.
 type related struct {
-	s     *session
-	token json.RawMessage // the client's progress token, or nil
-	send  func([]byte)    // delivers a message on the request's stream; never blocks
+	s           *session
+	token       json.RawMessage // the client's progress token, or nil
+	caps        capabilities    // the client's capabilities
+	logLevel    string          // the least severe log level the client wants, or ""
+	modern      bool            // the client speaks the modern era: no requests to it
+	inputs      chan *outbound  // a modern client's exchange: the server's requests of it
+	relatedSend                 // delivers a message on the request's stream
 }
 
 // perSecond lets through at most limit events a second and counts the rest.
@@ -179,6 +187,9 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	defer func() { <-m.slots }()
 
 	id := m.nextID.Add(1)
+	if m.modern.Load() {
+		params = modernParams(params, rel)
+	}
 	if rel != nil && rel.token != nil {
 		params = setMeta(params, "progressToken", strconv.AppendInt(nil, id, 10))
 	}
@@ -658,6 +669,7 @@ func appendMethodParams(b []byte, method string, params json.RawMessage) ([]byte
 type reply struct {
 	head   []byte // the message up to its result, or the whole message
 	result []byte // if not nil, written after head and followed by "}"
+	code   int    // the error code of an error answer
 }
 
 // resultReply returns the answer to request id with a result.
@@ -671,7 +683,7 @@ func resultReply(id, result json.RawMessage) *reply {
 
 // errorReply returns the answer to request id (null if empty) with an error.
 func errorReply(id json.RawMessage, e *wireError) *reply {
-	return &reply{head: encodeErrorResponse(id, e)}
+	return &reply{head: encodeErrorResponse(id, e), code: e.Code}
 }
 
 // len returns the number of bytes WriteTo writes.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,8 @@ type backend struct {
 	lists     [numKinds][]backendItem // the last lists the server gave; kept after it exits
 	caps      capabilities            // what the server declared in its last handshake
 	logLevel  string                  // the level last asked of the running process
+	era       string                  // "modern" or "legacy" after a handshake succeeded; "" to probe
+	relisten  context.CancelFunc      // ends a modern server's listen request, to send it again
 	lastErr   string                  // why it is not ready, for errors and /healthz
 	lastExit  string                  // how its last process ended
 	restarts  int                     // processes started after the first
@@ -232,6 +235,10 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	wg.Add(2)
 	go func() { defer wg.Done(); b.pingLoop(p, m) }()
 	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
+	if m.modern.Load() {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.listenLoop(m) }()
+	}
 	<-m.done
 	readyFor = time.Since(readyAt)
 	p.Stop(b.hurry)
@@ -255,7 +262,11 @@ func (b *backend) pingLoop(p *process, m *mux) {
 		}
 		before := m.lastRead.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), b.sup.PingTimeout.D())
-		_, err := m.Call(ctx, "ping", nil)
+		method := "ping" // gone in the modern era, where discovery is as cheap
+		if m.modern.Load() {
+			method = "server/discover"
+		}
+		_, err := m.Call(ctx, method, nil)
 		cancel()
 		switch {
 		case err == nil, m.lastRead.Load() != before:
@@ -397,14 +408,110 @@ func (b *backend) processSpec() processSpec {
 	}
 }
 
-// handshake initializes the server and lists its tools, within StartTimeout.
+// clientCapabilities are the capabilities corral declares to a legacy
+// server: those its clients may have. A request that needs one goes to the
+// client whose call the server is serving, if that client declared it
+// (Gateway.serverRequest).
+var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
+
+// probeTimeout bounds the wait for the answer to server/discover; a legacy
+// server may not answer a request before initialize at all.
+const probeTimeout = 3 * time.Second
+
+// handshake learns which era the server speaks and what it offers, and
+// lists what it offers, within StartTimeout. A server is asked
+// server/discover first: a result that names the modern version, or the
+// modern error for an unsupported version, means a modern server; any other
+// error, or no answer, a legacy one, which is initialized. The era found is
+// kept for the server's next starts, and probed again after a failure.
 func (b *backend) handshake(m *mux) error {
 	timeout := b.gcfg.StartTimeout.D()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	b.mu.Lock()
+	era := b.era
+	b.era = "" // until this handshake succeeds
+	b.mu.Unlock()
+	var caps capabilities
+	if era != "legacy" {
+		var ok bool
+		if caps, ok = b.discover(ctx, m, era == "modern"); ok {
+			era = "modern"
+		}
+	}
+	if era != "modern" {
+		var err error
+		if caps, err = b.initialize(ctx, m); err != nil {
+			return err
+		}
+		era = "legacy"
+	}
+	var lists [numKinds][]backendItem
+	for k := range numKinds {
+		if !caps.has(k) {
+			continue
+		}
+		var err error
+		if lists[k], err = listItems(ctx, m, k); err != nil {
+			return startError(kinds[k].list, timeout, err)
+		}
+	}
+	b.mu.Lock()
+	b.lists, b.caps, b.era = lists, caps, era
+	b.mu.Unlock()
+	return nil
+}
+
+// discover asks the server server/discover and reports whether it speaks
+// the modern era, with its capabilities if so. known says the server spoke
+// it last time: then it waits as long as ctx allows.
+func (b *backend) discover(ctx context.Context, m *mux, known bool) (capabilities, bool) {
+	if !known {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+	}
+	a, err := m.Call(ctx, "server/discover", modernParams(nil, nil))
+	if err != nil {
+		b.log.Debug("server/discover: no answer; trying initialize", "err", err)
+		return nil, false
+	}
+	if a.Error != nil {
+		if a.Error.Code == codeUnsupportedVersion {
+			b.log.Warn("the server speaks a modern protocol version corral does not; trying initialize", "err", a.Error.Message)
+		} else {
+			b.log.Debug("server/discover answered an error; trying initialize", "code", a.Error.Code)
+		}
+		return nil, false
+	}
+	var res struct {
+		SupportedVersions []string     `json:"supportedVersions"`
+		Capabilities      capabilities `json:"capabilities"`
+		Meta              map[string]struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(a.Result, &res) != nil || !slices.Contains(res.SupportedVersions, modernVersion) {
+		b.log.Debug("server/discover answered no modern version; trying initialize", "result", truncate(a.Result, 200))
+		return nil, false
+	}
+	m.modern.Store(true)
+	info := res.Meta[metaServerInfo]
+	b.log.Info("discovered", "serverName", info.Name, "serverVersion", info.Version, "protocolVersion", modernVersion)
+	if res.Capabilities == nil {
+		res.Capabilities = capabilities{}
+	}
+	return res.Capabilities, true
+}
+
+// initialize completes the legacy handshake and returns the server's
+// capabilities.
+func (b *backend) initialize(ctx context.Context, m *mux) (capabilities, error) {
+	timeout := b.gcfg.StartTimeout.D()
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": protocolVersions[0],
-		"capabilities":    map[string]any{},
+		"capabilities":    clientCapabilities,
 		"clientInfo":      map[string]string{"name": "corral", "version": version},
 	})
 	var init struct {
@@ -416,30 +523,20 @@ func (b *backend) handshake(m *mux) error {
 		} `json:"serverInfo"`
 	}
 	if err := callInto(ctx, m, "initialize", params, &init); err != nil {
-		return startError("initialize", timeout, err)
+		return nil, startError("initialize", timeout, err)
 	}
 	if !supportedVersion(init.ProtocolVersion) {
-		return fmt.Errorf("initialize: server answered protocol version %q; corral speaks %s",
+		return nil, fmt.Errorf("initialize: server answered protocol version %q; corral speaks %s",
 			init.ProtocolVersion, strings.Join(protocolVersions, ", "))
 	}
 	if err := m.Notify(ctx, "notifications/initialized", nil); err != nil {
-		return startError("notifications/initialized", timeout, err)
+		return nil, startError("notifications/initialized", timeout, err)
 	}
 	b.log.Info("initialized", "serverName", init.ServerInfo.Name, "serverVersion", init.ServerInfo.Version, "protocolVersion", init.ProtocolVersion)
-	var lists [numKinds][]backendItem
-	for k := range numKinds {
-		if !init.Capabilities.has(k) {
-			continue
-		}
-		var err error
-		if lists[k], err = listItems(ctx, m, k); err != nil {
-			return startError(kinds[k].list, timeout, err)
-		}
+	if init.Capabilities == nil {
+		init.Capabilities = capabilities{}
 	}
-	b.mu.Lock()
-	b.lists, b.caps = lists, init.Capabilities
-	b.mu.Unlock()
-	return nil
+	return init.Capabilities, nil
 }
 
 func startError(step string, timeout time.Duration, err error) error {
@@ -659,7 +756,8 @@ func (b *backend) callInto(ctx context.Context, method string, params json.RawMe
 // level and above, unless it was asked for that level already.
 func (b *backend) setLogLevel(level string) {
 	b.mu.Lock()
-	m, ok := b.mux, level != "" && b.state == stateReady && b.caps["logging"] != nil && b.logLevel != level
+	// A modern server has no logging/setLevel: each request says its level.
+	m, ok := b.mux, level != "" && b.state == stateReady && b.caps["logging"] != nil && b.logLevel != level && !b.mux.modern.Load()
 	if ok {
 		b.logLevel = level
 	}
@@ -675,6 +773,71 @@ func (b *backend) setLogLevel(level string) {
 			b.log.Warn("logging/setLevel failed", "level", level, "err", err)
 		}
 	}()
+}
+
+// listenLoop keeps a subscriptions/listen request open to a modern server,
+// for the notifications a legacy server sends unasked: list changes, and
+// updates of the resources sessions subscribed to. When the subscriptions
+// change, the request is sent again with the new set. It returns when the
+// mux closes.
+func (b *backend) listenLoop(m *mux) {
+	for {
+		uris := b.gw.subscribedURIs(b.name)
+		params, _ := json.Marshal(map[string]any{"notifications": map[string]any{
+			"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+			"resourceSubscriptions": uris,
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		b.mu.Lock()
+		b.relisten = cancel
+		b.mu.Unlock()
+		_, err := m.Call(ctx, "subscriptions/listen", params)
+		cancel()
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+		if err == nil {
+			// The server ended the stream; wait a moment before asking again.
+			t := time.NewTimer(b.sup.RestartDelay.D())
+			select {
+			case <-t.C:
+			case <-m.done:
+				t.Stop()
+				return
+			}
+		}
+	}
+}
+
+// isModern reports whether the running server speaks the modern era.
+func (b *backend) isModern() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mux != nil && b.mux.modern.Load()
+}
+
+// unsubscribe tells the server no session wants updates of uri any more.
+func (b *backend) unsubscribe(ctx context.Context, uri string) {
+	if b.isModern() {
+		b.resubscribe()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.gcfg.requestTimeout(b.cfg))
+	defer cancel()
+	b.callInto(ctx, "resources/unsubscribe", setMember(json.RawMessage("{}"), "uri", uri))
+}
+
+// resubscribe sends a modern server's listen request again, with the
+// subscriptions as they are now.
+func (b *backend) resubscribe() {
+	b.mu.Lock()
+	cancel := b.relisten
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // snapshot returns the backend's state.

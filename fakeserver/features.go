@@ -119,7 +119,11 @@ func (s *server) readResource(c *call, params json.RawMessage) {
 	}
 	text, ok := s.resourceText(p.URI)
 	if !ok {
-		c.fail(codeResourceNotFound, "resource not found: "+p.URI)
+		code := codeResourceNotFound
+		if c.modern != nil {
+			code = codeInvalidParams // the modern protocol retired -32002
+		}
+		c.fail(code, "resource not found: "+p.URI)
 		return
 	}
 	c.reply(struct {

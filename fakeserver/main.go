@@ -19,6 +19,10 @@
 //		Answer initialize with protocol version V whatever the client asks.
 //		Otherwise the client's version is echoed if it is one of 2024-11-05,
 //		2025-03-26, 2025-06-18 or 2025-11-25, and 2025-11-25 is used if not.
+//	-era legacy|modern|both
+//		Serve the legacy protocol (initialize, then requests; the default),
+//		the modern one (2026-07-28: stateless requests, each with its own
+//		_meta) or both (see Eras).
 //	-extra-tools N
 //		Add N tools named PREFIX+"tool_000", PREFIX+"tool_001", ... that
 //		answer like whoami.
@@ -75,8 +79,9 @@
 //
 // # Protocol
 //
-// The server answers initialize, ping and the requests of the capabilities it
-// declares (see Capabilities). Every other request gets error -32601 "method
+// This section and the next ones describe the legacy protocol; see Eras for
+// the modern one. The server answers initialize, ping and the requests of
+// the capabilities it declares (see Capabilities). Every other request gets error -32601 "method
 // not found: METHOD". Notifications other than notifications/cancelled and
 // notifications/roots/list_changed are ignored, and so are responses that do
 // not answer a request of the server's (see Requests to the client). A line
@@ -137,7 +142,8 @@
 //
 // The tools sample, elicit and roots send a request to the client and wait,
 // for at most 30 seconds, for its answer. The server numbers its requests
-// with integers from 1.
+// with integers from 1. Modern requests never make the server send a
+// request (see Eras).
 //
 // # Tools
 //
@@ -211,6 +217,92 @@
 // "roots"; if the client does not answer in time, the text is "WHAT failed:
 // no answer after 30s".
 //
+// # Eras
+//
+// With -era legacy, the server behaves as described above whatever the
+// requests' _meta holds; server/discover and subscriptions/listen get error
+// -32601 as any unknown method does.
+//
+// A request is modern if params._meta has the member
+// "io.modelcontextprotocol/protocolVersion". With -era modern, every request
+// must be modern: any other gets error -32602 `missing _meta: ...` with data
+// {"supported":["2026-07-28"]}, initialize included. With -era both, each
+// request is served by its own _meta: modern if it is modern, legacy
+// otherwise, whatever came before (an initialize changes nothing for modern
+// requests).
+//
+// A modern request is checked first: a protocol version that is not a string,
+// a missing "io.modelcontextprotocol/clientCapabilities" or one that is not an
+// object, or an "io.modelcontextprotocol/logLevel" that is not a level get
+// error -32602 `invalid _meta for protocol version 2026-07-28: KEY: PROBLEM`
+// with data {"envelope":{"key":KEY,"problem":PROBLEM}}; a version other than
+// 2026-07-28 gets error -32022 "unsupported protocol version" with data
+// {"supported":VERSIONS,"requested":V}. VERSIONS is ["2026-07-28"] with -era
+// modern; with -era both, the legacy versions follow, newest first (or the
+// -protocol-version value alone). Then initialize, ping, logging/setLevel,
+// resources/subscribe and resources/unsubscribe get error -32601 "method not
+// found: METHOD"; other requests are served as legacy ones, but for what
+// follows. Client capabilities are taken from each request's _meta, never
+// from earlier requests.
+//
+// Every modern result gets "resultType":"complete" (except input-required
+// results, below) and "_meta":{"io.modelcontextprotocol/serverInfo":
+// {"name":NAME,"version":"1.0.0"}}. The results of server/discover,
+// tools/list, prompts/list, resources/list, resources/templates/list and
+// resources/read also get "ttlMs":0 and "cacheScope":"private". These
+// members follow those of the legacy result, in that order. Errors are as in
+// the legacy protocol, except that resources/read of an unknown URI gets
+// -32602 instead of -32002.
+//
+// server/discover answers {"supportedVersions":VERSIONS,"capabilities":CAPS}
+// plus the members above, CAPS being what initialize would declare.
+//
+// subscriptions/listen {"notifications":{"toolsListChanged"?: bool,
+// "promptsListChanged"?: bool, "resourcesListChanged"?: bool,
+// "resourceSubscriptions"?: [URI...]}} opens a listen stream. Without
+// notifications, or with ill-typed ones, it gets error -32602. Otherwise it
+// is never answered: at once, before reading the next message, the server
+// sends notifications/subscriptions/acknowledged {"_meta":
+// {"io.modelcontextprotocol/subscriptionId":ID},"notifications":HONOURED},
+// ID being the listen request's id as sent and HONOURED the flags asked for
+// that are true and whose capability (tools, prompts or resources) is
+// declared, and resourceSubscriptions if resources is declared and the list
+// is not empty. The stream stays open until a notifications/cancelled names
+// ID, after which nothing more is sent on it; several streams may be open.
+//
+// Change notifications (notifications/tools/list_changed, prompts/list_changed,
+// resources/list_changed and resources/updated {uri}) are sent by the tools
+// list_changed, prompts_changed, resources_changed and touch. A tool called
+// by a modern request sends each only to the open listen streams that asked
+// for it (resources/updated to those whose resourceSubscriptions has the
+// URI), in the order they were opened, with params._meta
+// {"io.modelcontextprotocol/subscriptionId":ID}; called by a legacy request
+// (-era both), it also sends it as the legacy protocol does.
+//
+// Request-scoped notifications go out before the answer, as in the legacy
+// protocol. notifications/progress is sent if _meta.progressToken is present.
+// notifications/message is sent by log and flood only if the request's
+// "io.modelcontextprotocol/logLevel" is present and at most as severe as the
+// message's level (flood's are info); otherwise they answer "filtered" and
+// send nothing. logging/setLevel does not apply.
+//
+// The tools sample, elicit and roots need the client capability sampling,
+// elicitation or roots in the request's clientCapabilities; without it, they
+// get error -32021 "missing required client capability: CAP" with data
+// {"requiredCapabilities":{CAP:{}}}. With it, they answer an input-required
+// result:
+//
+//	{"resultType":"input_required","inputRequests":{"in1":{"method":METHOD,
+//	 "params":PARAMS}},"requestState":"fake-state-N","_meta":{...}}
+//
+// METHOD and PARAMS being those of the legacy request to the client (roots
+// has no params) and N counting from 1. A tools/call of the same tool whose
+// params have requestState equal to a state the server issued for that tool,
+// and inputResponses.in1, is answered as the legacy tool answers when the
+// client's result is inputResponses.in1 ("sampled: TEXT", ...); any other
+// call gets a new input-required result. States can be used any number of
+// times.
+//
 // # State
 //
 // With -state DIR, every process (whatever its role) writes DIR/PID.json at
@@ -237,7 +329,21 @@
 //		params._meta.progressToken is present and not null also has
 //		"progressToken", the token as compacted JSON. An initialize whose
 //		params have "capabilities" also has "capabilities", the client's
-//		capabilities as compacted JSON.
+//		capabilities as compacted JSON. With -era modern or both, every
+//		request event has "era", "modern" if params._meta has the protocol
+//		version key (even if the request is then rejected for its _meta),
+//		"legacy" otherwise; and "meta", the request's params._meta as
+//		compacted JSON, if present and not null.
+//	{"time":T,"event":"listen","id":5,"notifications":{...},"uris":["fake://fake/counter"]}
+//		A subscriptions/listen with good params was received; recorded
+//		before the acknowledgement. notifications is the notifications member
+//		of the params as compacted JSON (what was asked, not what was
+//		honoured); uris is its resourceSubscriptions, omitted if empty.
+//	{"time":T,"event":"listen-cancelled","id":5}
+//		The listen stream of request 5 was closed by notifications/cancelled.
+//	{"time":T,"event":"input-required","method":"sampling/createMessage","id":7,"tool":"sample","requestState":"fake-state-1"}
+//		A modern tools/call (id 7) is about to be answered with an
+//		input-required result asking for method.
 //	{"time":T,"event":"cancelled","requestId":7,"reason":"timeout"}
 //		A notifications/cancelled was received. requestId and reason are
 //		omitted if absent; requestId is compacted JSON.
@@ -292,6 +398,7 @@ type options struct {
 	name                     string
 	prefix                   string
 	protocolVersion          string
+	era                      string
 	extraTools               int
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
@@ -320,6 +427,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.name, "name", "fake", "server `name` reported in serverInfo and by whoami")
 	fs.StringVar(&o.prefix, "prefix", "", "`string` prepended to every tool name")
 	fs.StringVar(&o.protocolVersion, "protocol-version", "", "answer initialize with this `version` whatever the client asks")
+	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
@@ -348,6 +456,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
 	case !slices.Contains([]string{"", "group", "setsid", "daemon"}, o.grandchild):
 		err = fmt.Errorf("invalid -grandchild %q: want group, setsid or daemon", o.grandchild)
+	case !slices.Contains([]string{eraLegacy, eraModern, eraBoth}, o.era):
+		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
 		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
 	case o.extraTools < 0 || o.pageSize < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
@@ -410,6 +520,9 @@ type server struct {
 	logLevel   string                 // set by logging/setLevel; "" if never set
 	lastID     int64                  // id of the last request sent to the client
 	pending    map[int64]chan message // requests sent to the client, not yet answered, by id
+	listeners  []*listener            // subscriptions/listen streams, in the order opened
+	lastState  int                    // number of the last requestState issued
+	states     map[string]string      // tool names, by requestState issued
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
 }
@@ -426,6 +539,7 @@ func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
 		inflight:   make(map[*call]struct{}),
 		subscribed: make(map[string]bool),
 		pending:    make(map[int64]chan message),
+		states:     make(map[string]string),
 	}
 	s.addTools()
 	return s
@@ -549,6 +663,11 @@ type event struct {
 	Reason        string          `json:"reason,omitempty"`
 	URI           string          `json:"uri,omitempty"`
 	Level         string          `json:"level,omitempty"`
+	Era           string          `json:"era,omitempty"`
+	Meta          json.RawMessage `json:"meta,omitempty"`
+	Notifications json.RawMessage `json:"notifications,omitempty"`
+	URIs          []string        `json:"uris,omitempty"`
+	RequestState  string          `json:"requestState,omitempty"`
 }
 
 // writeState writes the state file, if there is a state directory.

@@ -53,8 +53,9 @@ type msg struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
@@ -1241,5 +1242,621 @@ func TestClientRequests(t *testing.T) {
 		return e.Event == "notification" && e.Method == "notifications/roots/list_changed"
 	}); !ok {
 		t.Error("no event for notifications/roots/list_changed")
+	}
+}
+
+// Keys of modern _meta, spelled out rather than taken from the server.
+const (
+	mVersion  = "io.modelcontextprotocol/protocolVersion"
+	mCaps     = "io.modelcontextprotocol/clientCapabilities"
+	mInfo     = "io.modelcontextprotocol/clientInfo"
+	mLogLevel = "io.modelcontextprotocol/logLevel"
+)
+
+// serverInfoMeta is the _meta member of modern results of a server named
+// fake.
+const serverInfoMeta = `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake","version":"1.0.0"}}`
+
+// newMeta returns the _meta of a modern request declaring the given client
+// capabilities.
+func newMeta(caps map[string]any) map[string]any {
+	if caps == nil {
+		caps = map[string]any{}
+	}
+	return map[string]any{
+		mVersion: "2026-07-28",
+		mCaps:    caps,
+		mInfo:    map[string]any{"name": "test", "version": "0"},
+	}
+}
+
+// modern sends a request whose params are params plus _meta meta.
+func (p *proc) modern(id any, method string, params map[string]any, meta map[string]any) {
+	p.t.Helper()
+	all := map[string]any{"_meta": meta}
+	for k, v := range params {
+		all[k] = v
+	}
+	p.request(id, method, all)
+}
+
+// modernTool sends a modern tools/call whose params have the members of
+// extra besides name, arguments and _meta.
+func (p *proc) modernTool(id any, name string, args, meta, extra map[string]any) {
+	p.t.Helper()
+	params := map[string]any{"name": name, "arguments": args}
+	for k, v := range extra {
+		params[k] = v
+	}
+	p.modern(id, "tools/call", params, meta)
+}
+
+// expectRaw returns the result of the response answering id, as sent,
+// failing the test if it is an error.
+func (p *proc) expectRaw(id any) string {
+	p.t.Helper()
+	m := p.expect(id)
+	if m.Error != nil {
+		p.t.Fatalf("id %v: error %d %s %s", id, m.Error.Code, m.Error.Message, m.Error.Data)
+	}
+	return string(m.Result)
+}
+
+// expectErrorData checks that the next line is an error answering id with
+// the given code, a message starting with prefix, and data the same JSON
+// value as data ("" for none).
+func (p *proc) expectErrorData(id any, code int, prefix, data string) {
+	p.t.Helper()
+	m := p.expect(id)
+	if m.Error == nil || m.Error.Code != code || !strings.HasPrefix(m.Error.Message, prefix) ||
+		(data == "") != (m.Error.Data == nil) || data != "" && !sameJSON(m.Error.Data, data) {
+		p.t.Fatalf("got %q, want error %d %q... with data %s", m.Line, code, prefix, data)
+	}
+}
+
+// requestEvent returns the request event of the request with the given id.
+func (p *proc) requestEvent(id string) event {
+	p.t.Helper()
+	e, ok := p.findEvent(p.cmd.Process.Pid, func(e event) bool { return e.Event == "request" && string(e.ID) == id })
+	if !ok {
+		p.t.Fatalf("no request event for id %s", id)
+	}
+	return e
+}
+
+func TestEraFlag(t *testing.T) {
+	if o, err := parseFlags(nil, io.Discard); err != nil || o.era != "legacy" {
+		t.Errorf("default era: %+v, %v", o, err)
+	}
+	for _, era := range []string{"legacy", "modern", "both"} {
+		if o, err := parseFlags([]string{"-era", era}, io.Discard); err != nil || o.era != era {
+			t.Errorf("-era %s: %+v, %v", era, o, err)
+		}
+	}
+	if _, err := parseFlags([]string{"-era", "new"}, io.Discard); err == nil {
+		t.Error("parseFlags accepted -era new")
+	}
+}
+
+func TestLegacyEraIgnoresMeta(t *testing.T) {
+	p := start(t)
+	p.initialize("2025-11-25")
+	p.modern(1, "server/discover", nil, newMeta(nil))
+	p.expectError(1, -32601, "method not found: server/discover")
+	p.modern(2, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, newMeta(nil))
+	p.expectError(2, -32601, "method not found: subscriptions/listen")
+	p.modern(3, "ping", nil, map[string]any{mVersion: "1900-01-01"})
+	if got := p.expectRaw(3); got != "{}" {
+		t.Errorf("ping = %s, want {}", got)
+	}
+	p.modern(4, "tools/list", nil, newMeta(nil))
+	if got := p.expectRaw(4); strings.Contains(got, "resultType") || strings.Contains(got, "ttlMs") {
+		t.Errorf("legacy tools/list = %s", got)
+	}
+	if e := p.requestEvent("4"); e.Meta != nil || e.Era != "" {
+		t.Errorf("legacy request event %+v has meta or era", e)
+	}
+}
+
+func TestModernDiscover(t *testing.T) {
+	for _, tt := range []struct {
+		flags    []string
+		versions string
+		caps     string
+	}{
+		{[]string{"-era", "modern"}, `["2026-07-28"]`,
+			`{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"prompts":{"listChanged":true},"completions":{},"logging":{}}`},
+		{[]string{"-era", "both", "-capabilities", "tools,logging"}, `["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"]`,
+			`{"tools":{"listChanged":true},"logging":{}}`},
+		{[]string{"-era", "both", "-protocol-version", "2024-11-05", "-capabilities", ""}, `["2026-07-28","2024-11-05"]`, `{}`},
+	} {
+		t.Run(strings.Join(tt.flags, " "), func(t *testing.T) {
+			p := start(t, tt.flags...)
+			meta := newMeta(map[string]any{"sampling": map[string]any{}})
+			meta[mLogLevel] = "debug"
+			meta["progressToken"] = "tok"
+			p.modern("d", "server/discover", nil, meta)
+			got := p.expectRaw("d")
+			want := `{"supportedVersions":` + tt.versions + `,"capabilities":` + tt.caps +
+				`,"resultType":"complete","ttlMs":0,"cacheScope":"private",` + serverInfoMeta + `}`
+			if got != want {
+				t.Errorf("server/discover = %s\nwant %s", got, want)
+			}
+			e := p.requestEvent(`"d"`)
+			sent, _ := json.Marshal(meta)
+			if e.Method != "server/discover" || e.Era != "modern" || string(e.Meta) != string(sent) {
+				t.Errorf("request event %+v, want meta %s", e, sent)
+			}
+		})
+	}
+}
+
+func TestModernEnvelope(t *testing.T) {
+	p := start(t, "-era", "modern")
+	supported := `{"supported":["2026-07-28"]}`
+	p.request(1, "tools/list", nil)
+	p.expectErrorData(1, -32602, "missing _meta", supported)
+	p.request(2, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "test", "version": "0"}})
+	p.expectErrorData(2, -32602, "missing _meta", supported)
+	p.request(3, "ping", map[string]any{"_meta": map[string]any{"progressToken": 1}})
+	p.expectErrorData(3, -32602, "missing _meta", supported)
+	if e := p.requestEvent("3"); e.Era != "legacy" || string(e.Meta) != `{"progressToken":1}` {
+		t.Errorf("request event %+v", e)
+	}
+
+	meta := newMeta(nil)
+	meta[mVersion] = "1900-01-01"
+	p.modern(4, "tools/list", nil, meta)
+	p.expectErrorData(4, -32022, "unsupported protocol version", `{"supported":["2026-07-28"],"requested":"1900-01-01"}`)
+	meta[mVersion] = "2025-11-25"
+	p.modern(5, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, meta)
+	p.expectErrorData(5, -32022, "unsupported protocol version", `{"supported":["2026-07-28"],"requested":"2025-11-25"}`)
+
+	for i, tt := range []struct {
+		key   string
+		value any
+		data  string
+	}{
+		{mCaps, nil, `{"envelope":{"key":"` + mCaps + `","problem":"missing"}}`},
+		{mCaps, "all", `{"envelope":{"key":"` + mCaps + `","problem":"not an object"}}`},
+		{mVersion, 20260728, `{"envelope":{"key":"` + mVersion + `","problem":"not a string"}}`},
+		{mLogLevel, "loud", `{"envelope":{"key":"` + mLogLevel + `","problem":"not a logging level"}}`},
+	} {
+		meta := newMeta(nil)
+		if tt.value == nil {
+			delete(meta, tt.key)
+		} else {
+			meta[tt.key] = tt.value
+		}
+		p.modern(10+i, "tools/list", nil, meta)
+		p.expectErrorData(10+i, -32602, "invalid _meta for protocol version 2026-07-28: "+tt.key, tt.data)
+	}
+	// clientInfo is optional.
+	meta = newMeta(nil)
+	delete(meta, mInfo)
+	p.modern(20, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, meta)
+	if got, want := p.expectRaw(20), `{"content":[{"type":"text","text":"x"}],"resultType":"complete",`+serverInfoMeta+`}`; got != want {
+		t.Errorf("echo = %s, want %s", got, want)
+	}
+
+	for i, method := range []string{"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "nope/nothing"} {
+		p.modern(30+i, method, map[string]any{"uri": "fake://fake/counter", "level": "debug"}, newMeta(nil))
+		p.expectErrorData(30+i, -32601, "method not found: "+method, "")
+	}
+	for i, tt := range []struct{ id, era string }{{"1", "legacy"}, {"4", "modern"}, {"10", "modern"}, {"30", "modern"}} {
+		if e := p.requestEvent(tt.id); e.Era != tt.era {
+			t.Errorf("%d: request event %+v, want era %s", i, e, tt.era)
+		}
+	}
+}
+
+func TestModernResults(t *testing.T) {
+	p := start(t, "-era", "modern", "-page-size", "1")
+	meta := newMeta(nil)
+	cacheable := `"resultType":"complete","ttlMs":0,"cacheScope":"private",` + serverInfoMeta + `}`
+	complete := `"resultType":"complete",` + serverInfoMeta + `}`
+
+	p.modern(1, "resources/list", nil, meta)
+	got := p.expectRaw(1)
+	var r struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	json.Unmarshal([]byte(got), &r)
+	if want := `{"resources":[{"uri":"fake://fake/hello","name":"hello","mimeType":"text/plain"}],"nextCursor":"` +
+		r.NextCursor + `",` + cacheable; r.NextCursor == "" || got != want {
+		t.Errorf("resources/list = %s\nwant %s", got, want)
+	}
+	for i, tt := range []struct {
+		method string
+		params map[string]any
+		want   string
+	}{
+		{"resources/list", map[string]any{"cursor": r.NextCursor}, `{"resources":[{"uri":"fake://fake/counter","name":"counter"}],` + cacheable},
+		{"resources/templates/list", nil, `{"resourceTemplates":[{"uriTemplate":"fake://fake/echo/{text}","name":"echo"}],` + cacheable},
+		{"resources/read", map[string]any{"uri": "fake://fake/hello"},
+			`{"contents":[{"uri":"fake://fake/hello","mimeType":"text/plain","text":"hello from fake"}],` + cacheable},
+		{"prompts/list", nil, `{"prompts":[{"name":"greet","description":"Greets someone.","arguments":[{"name":"who","required":true}]}],` + cacheable},
+		{"prompts/get", map[string]any{"name": "greet", "arguments": map[string]any{"who": "W"}},
+			`{"description":"greeting","messages":[{"role":"user","content":{"type":"text","text":"Hello, W, from fake"}}],` + complete},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "greet"},
+			"argument": map[string]any{"name": "who", "value": "b"}},
+			`{"completion":{"values":["bob"],"total":1,"hasMore":false},` + complete},
+		{"tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "<é&>"}},
+			`{"content":[{"type":"text","text":"<é&>"}],` + complete},
+	} {
+		p.modern(10+i, tt.method, tt.params, meta)
+		if got := p.expectRaw(10 + i); got != tt.want {
+			t.Errorf("%s = %s\nwant %s", tt.method, got, tt.want)
+		}
+	}
+	p.modern(20, "tools/list", nil, meta)
+	if got := p.expectRaw(20); !strings.HasPrefix(got, `{"tools":[{"name":"echo",`) || !strings.HasSuffix(got, `"nextCursor":"`+encodeCursor(1)+`",`+cacheable) {
+		t.Errorf("tools/list = %s", got)
+	}
+	p.modern(21, "resources/read", map[string]any{"uri": "fake://fake/nope"}, meta)
+	p.expectErrorData(21, -32602, "resource not found: fake://fake/nope", "")
+	p.modern(22, "tools/call", map[string]any{"name": "nope"}, meta)
+	p.expectErrorData(22, -32602, `unknown tool "nope"`, "")
+	p.modern(23, "tools/list", map[string]any{"cursor": "bad"}, meta)
+	p.expectErrorData(23, -32602, "invalid cursor", "")
+
+	// Capabilities still apply.
+	q := start(t, "-era", "modern", "-capabilities", "tools")
+	q.modern(1, "prompts/list", nil, meta)
+	q.expectErrorData(1, -32601, "method not found: prompts/list", "")
+}
+
+func TestModernProgressAndLogging(t *testing.T) {
+	p := start(t, "-era", "modern")
+	meta := newMeta(nil)
+	meta["progressToken"] = "tok"
+	p.modernTool(1, "progress", map[string]any{"steps": 2}, meta, nil)
+	for i := 1; i <= 2; i++ {
+		m := p.expectNotification("notifications/progress")
+		if want := fmt.Sprintf(`{"progressToken":"tok","progress":%d,"total":2,"message":"step %d of 2"}`, i, i); string(m.Params) != want {
+			t.Errorf("progress params = %s, want %s", m.Params, want)
+		}
+	}
+	if got := p.expectText(1); got != "done 2" {
+		t.Errorf("progress = %q", got)
+	}
+	if e := p.requestEvent("1"); string(e.ProgressToken) != `"tok"` {
+		t.Errorf("request event %+v, want progressToken", e)
+	}
+
+	// No logLevel, no notifications/message.
+	noLevel := newMeta(nil)
+	if got := p.expectTextOfModern(2, "log", map[string]any{"level": "emergency"}, noLevel); got != "filtered" {
+		t.Errorf("log without logLevel = %q, want filtered", got)
+	}
+	if got := p.expectTextOfModern(3, "flood", map[string]any{"count": 3}, noLevel); got != "filtered" {
+		t.Errorf("flood without logLevel = %q, want filtered", got)
+	}
+	warning := newMeta(nil)
+	warning[mLogLevel] = "warning"
+	if got := p.expectTextOfModern(4, "log", map[string]any{"level": "notice"}, warning); got != "filtered" {
+		t.Errorf("notice log at warning = %q, want filtered", got)
+	}
+	if got := p.expectTextOfModern(5, "flood", map[string]any{"count": 3}, warning); got != "filtered" {
+		t.Errorf("flood at warning = %q, want filtered", got)
+	}
+	p.modernTool(6, "log", map[string]any{"level": "error", "data": "bad"}, warning, nil)
+	if m := p.expectNotification("notifications/message"); string(m.Params) != `{"level":"error","logger":"fake","data":"bad"}` {
+		t.Errorf("message params = %s", m.Params)
+	}
+	if got := p.expectText(6); got != "logged" {
+		t.Errorf("log = %q, want logged", got)
+	}
+	debug := newMeta(nil)
+	debug[mLogLevel] = "debug"
+	p.modernTool(7, "flood", map[string]any{"count": 2}, debug, nil)
+	p.expectNotification("notifications/message")
+	p.expectNotification("notifications/message")
+	if got := p.expectText(7); got != "done" {
+		t.Errorf("flood = %q, want done", got)
+	}
+	if e := p.requestEvent("7"); !sameJSON(e.Meta, `{"`+mVersion+`":"2026-07-28","`+mCaps+`":{},"`+mInfo+`":{"name":"test","version":"0"},"`+mLogLevel+`":"debug"}`) {
+		t.Errorf("request event meta = %s", e.Meta)
+	}
+}
+
+// expectTextOfModern calls a tool with a modern request and returns the
+// text of its answer.
+func (p *proc) expectTextOfModern(id any, name string, args, meta map[string]any) string {
+	p.t.Helper()
+	p.modernTool(id, name, args, meta, nil)
+	return p.expectText(id)
+}
+
+func TestModernInputRequired(t *testing.T) {
+	p := start(t, "-era", "modern", "-prefix", "x_")
+	pid := p.cmd.Process.Pid
+	all := newMeta(map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}, "roots": map[string]any{}})
+
+	// Capabilities are those of each request.
+	for i, tt := range []struct{ tool, capability string }{
+		{"x_sample", "sampling"}, {"x_elicit", "elicitation"}, {"x_roots", "roots"},
+	} {
+		caps := map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}, "roots": map[string]any{}}
+		delete(caps, tt.capability)
+		caps["experimental"] = map[string]any{}
+		p.modernTool(i+1, tt.tool, nil, newMeta(caps), nil)
+		p.expectErrorData(i+1, -32021, "missing required client capability: "+tt.capability,
+			`{"requiredCapabilities":{"`+tt.capability+`":{}}}`)
+	}
+
+	inputRequired := func(id any, method, params string, n int) string {
+		t.Helper()
+		state := fmt.Sprintf("fake-state-%d", n)
+		if params != "" {
+			params = `,"params":` + params
+		}
+		want := `{"resultType":"input_required","inputRequests":{"in1":{"method":"` + method + `"` + params +
+			`}},"requestState":"` + state + `",` + serverInfoMeta + `}`
+		if got := p.expectRaw(id); got != want {
+			t.Errorf("id %v = %s\nwant %s", id, got, want)
+		}
+		return state
+	}
+	retry := func(id any, tool string, args map[string]any, state string, in any) {
+		t.Helper()
+		p.modernTool(id, tool, args, all, map[string]any{"requestState": state, "inputResponses": map[string]any{"in1": in}})
+	}
+
+	p.modernTool(10, "x_sample", map[string]any{"prompt": "tell me"}, all, nil)
+	state := inputRequired(10, "sampling/createMessage",
+		`{"messages":[{"role":"user","content":{"type":"text","text":"tell me"}}],"maxTokens":100}`, 1)
+	answer := map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "sure"}, "model": "m"}
+	retry(11, "x_sample", map[string]any{"prompt": "tell me"}, state, answer)
+	if got, want := p.expectRaw(11), `{"content":[{"type":"text","text":"sampled: sure"}],"resultType":"complete",`+serverInfoMeta+`}`; got != want {
+		t.Errorf("retried sample = %s, want %s", got, want)
+	}
+	// A state may be used again; an unknown one, one issued for another
+	// tool, or a missing answer, get a new input request.
+	retry(12, "x_sample", nil, state, map[string]any{"content": map[string]any{"type": "text", "text": "again"}})
+	if got := p.expectText(12); got != "sampled: again" {
+		t.Errorf("sample = %q", got)
+	}
+	retry(13, "x_sample", nil, "fake-state-99", answer)
+	inputRequired(13, "sampling/createMessage", `{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":100}`, 2)
+	retry(14, "x_elicit", nil, state, map[string]any{"action": "accept"})
+	elicitParams := `{"message":"name?","requestedSchema":{"properties":{"name":{"type":"string"}},"type":"object"}}` // as legacy
+	elicitState := inputRequired(14, "elicitation/create", elicitParams, 3)
+	p.modernTool(15, "x_elicit", nil, all, map[string]any{"requestState": elicitState})
+	inputRequired(15, "elicitation/create", elicitParams, 4)
+
+	retry(16, "x_elicit", map[string]any{"message": "age?"}, elicitState, map[string]any{"action": "accept", "content": map[string]any{"name": "Ann"}})
+	if got := p.expectText(16); got != `elicited: {"action":"accept","content":{"name":"Ann"}}` {
+		t.Errorf("elicit = %q", got)
+	}
+	p.modernTool(17, "x_roots", nil, all, nil)
+	rootsState := inputRequired(17, "roots/list", "", 5)
+	retry(18, "x_roots", nil, rootsState, json.RawMessage(`{"roots":[{"uri":"file:///tmp","name":"tmp"}]}`))
+	if got := p.expectText(18); got != `roots: [{"uri":"file:///tmp","name":"tmp"}]` {
+		t.Errorf("roots = %q", got)
+	}
+
+	var got []string
+	for _, e := range readEvents(t, p.stateDir, pid) {
+		switch e.Event {
+		case "input-required":
+			got = append(got, fmt.Sprintf("%s %s %s %s", e.ID, e.Tool, e.Method, e.RequestState))
+		case "server-request":
+			t.Errorf("server-request event %+v in the modern era", e)
+		}
+	}
+	want := []string{
+		"10 x_sample sampling/createMessage fake-state-1",
+		"13 x_sample sampling/createMessage fake-state-2",
+		"14 x_elicit elicitation/create fake-state-3",
+		"15 x_elicit elicitation/create fake-state-4",
+		"17 x_roots roots/list fake-state-5",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("input-required events = %q\nwant %q", got, want)
+	}
+	p.stdin.Close()
+	for _, m := range p.drain() {
+		t.Errorf("unexpected message %q", m.Line)
+	}
+}
+
+// listen opens a listen stream and checks its acknowledgement.
+func (p *proc) listen(id any, meta, notifications map[string]any, wantAck string) {
+	p.t.Helper()
+	p.modern(id, "subscriptions/listen", map[string]any{"notifications": notifications}, meta)
+	m := p.expectNotification("notifications/subscriptions/acknowledged")
+	if !sameJSON(m.Params, wantAck) {
+		p.t.Errorf("acknowledgement params = %s, want %s", m.Params, wantAck)
+	}
+}
+
+// expectChange checks that the next line is the change notification method
+// on the listen stream sub, with params having uri if it is not "".
+func (p *proc) expectChange(method, sub, uri string) {
+	p.t.Helper()
+	m := p.expectNotification(method)
+	want := `{"_meta":{"io.modelcontextprotocol/subscriptionId":` + sub + `}}`
+	if uri != "" {
+		want = `{"_meta":{"io.modelcontextprotocol/subscriptionId":` + sub + `},"uri":"` + uri + `"}`
+	}
+	if string(m.Params) != want {
+		p.t.Errorf("%s params = %s, want %s", method, m.Params, want)
+	}
+}
+
+func TestModernListen(t *testing.T) {
+	p := start(t, "-era", "modern")
+	pid := p.cmd.Process.Pid
+	meta := newMeta(nil)
+	counter := "fake://fake/counter"
+	p.listen("a", meta, map[string]any{"toolsListChanged": true, "promptsListChanged": false, "resourceSubscriptions": []string{counter}},
+		`{"_meta":{"io.modelcontextprotocol/subscriptionId":"a"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://fake/counter"]}}`)
+	p.listen(7, meta, map[string]any{"promptsListChanged": true, "resourcesListChanged": true, "toolsListChanged": false},
+		`{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{"promptsListChanged":true,"resourcesListChanged":true}}`)
+	p.listen(8, meta, map[string]any{"toolsListChanged": true, "resourceSubscriptions": []string{"fake://fake/hello", counter}},
+		`{"_meta":{"io.modelcontextprotocol/subscriptionId":8},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://fake/hello","fake://fake/counter"]}}`)
+	p.modern(9, "subscriptions/listen", nil, meta)
+	p.expectErrorData(9, -32602, "invalid params: notifications is required", "")
+	p.modern(10, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": "yes"}}, meta)
+	p.expectErrorData(10, -32602, "invalid params", "")
+
+	p.modernTool(11, "list_changed", nil, meta, nil)
+	p.expectChange("notifications/tools/list_changed", `"a"`, "")
+	p.expectChange("notifications/tools/list_changed", "8", "")
+	if got := p.expectText(11); got != "sent" {
+		t.Errorf("list_changed = %q", got)
+	}
+	p.modernTool(12, "prompts_changed", nil, meta, nil)
+	p.expectChange("notifications/prompts/list_changed", "7", "")
+	p.expectText(12)
+	p.modernTool(13, "resources_changed", nil, meta, nil)
+	p.expectChange("notifications/resources/list_changed", "7", "")
+	p.expectText(13)
+	p.modernTool(14, "touch", nil, meta, nil)
+	p.expectChange("notifications/resources/updated", `"a"`, counter)
+	p.expectChange("notifications/resources/updated", "8", counter)
+	if got := p.expectText(14); got != "counter 1" {
+		t.Errorf("touch = %q", got)
+	}
+
+	// After cancellation, nothing more on the stream, and no answer.
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "a"}})
+	p.modernTool(15, "touch", nil, meta, nil)
+	p.expectChange("notifications/resources/updated", "8", counter)
+	p.expectText(15)
+	p.modernTool(16, "list_changed", nil, meta, nil)
+	p.expectChange("notifications/tools/list_changed", "8", "")
+	p.expectText(16)
+	p.waitEvent(pid, "listen-cancelled event", func(e event) bool { return e.Event == "listen-cancelled" && string(e.ID) == `"a"` })
+
+	var listens []event
+	for _, e := range readEvents(t, p.stateDir, pid) {
+		if e.Event == "listen" {
+			listens = append(listens, e)
+		}
+	}
+	want := []struct{ id, notifications, uris string }{
+		{`"a"`, `{"toolsListChanged":true,"promptsListChanged":false,"resourceSubscriptions":["fake://fake/counter"]}`, `["fake://fake/counter"]`},
+		{`7`, `{"promptsListChanged":true,"resourcesListChanged":true,"toolsListChanged":false}`, `[]`},
+		{`8`, `{"toolsListChanged":true,"resourceSubscriptions":["fake://fake/hello","fake://fake/counter"]}`, `["fake://fake/hello","fake://fake/counter"]`},
+	}
+	if len(listens) != len(want) {
+		t.Fatalf("listen events %+v, want %d", listens, len(want))
+	}
+	for i, w := range want {
+		e := listens[i]
+		uris, _ := json.Marshal(append([]string{}, e.URIs...))
+		if string(e.ID) != w.id || !sameJSON(e.Notifications, w.notifications) || string(uris) != w.uris {
+			t.Errorf("listen event %+v, want %+v", e, w)
+		}
+	}
+
+	// Open streams are never answered.
+	p.stdin.Close()
+	for _, m := range p.drain() {
+		t.Errorf("unexpected message %q", m.Line)
+	}
+	if code := p.wait(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+func TestModernListenCapabilities(t *testing.T) {
+	p := start(t, "-era", "modern", "-capabilities", "tools,prompts")
+	meta := newMeta(nil)
+	p.listen(1, meta, map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+		"resourceSubscriptions": []string{"fake://fake/counter"}},
+		`{"_meta":{"io.modelcontextprotocol/subscriptionId":1},"notifications":{"toolsListChanged":true,"promptsListChanged":true}}`)
+	p.listen(2, meta, map[string]any{}, `{"_meta":{"io.modelcontextprotocol/subscriptionId":2},"notifications":{}}`)
+	p.modernTool(3, "resources_changed", nil, meta, nil)
+	p.expectText(3)
+	p.modernTool(4, "touch", nil, meta, nil)
+	p.expectText(4)
+}
+
+func TestBothEras(t *testing.T) {
+	p := start(t, "-era", "both")
+	pid := p.cmd.Process.Pid
+	if r := p.initialize("2025-06-18"); r.ProtocolVersion != "2025-06-18" {
+		t.Errorf("initialize answered %+v", r)
+	}
+	meta := newMeta(map[string]any{"sampling": map[string]any{}})
+
+	// Legacy requests are served as legacy ones.
+	p.request(1, "ping", nil)
+	if got := p.expectRaw(1); got != "{}" {
+		t.Errorf("ping = %s", got)
+	}
+	p.request(2, "server/discover", nil)
+	p.expectError(2, -32601, "method not found: server/discover")
+	p.callTool(3, "sample", map[string]any{"prompt": "legacy"})
+	m := p.expectServerRequest("sampling/createMessage")
+	p.respond(m.ID, map[string]any{"content": map[string]any{"type": "text", "text": "old"}})
+	if got := p.expectText(3); got != "sampled: old" {
+		t.Errorf("legacy sample = %q", got)
+	}
+
+	// Modern ones as modern ones, whatever the initialize.
+	p.modern(4, "ping", nil, meta)
+	p.expectError(4, -32601, "method not found: ping")
+	p.modern(5, "server/discover", nil, meta)
+	if got := p.expectRaw(5); !strings.HasPrefix(got, `{"supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"],`) {
+		t.Errorf("server/discover = %s", got)
+	}
+	p.modernTool(6, "sample", map[string]any{"prompt": "modern"}, meta, nil)
+	var ir struct {
+		ResultType   string `json:"resultType"`
+		RequestState string `json:"requestState"`
+	}
+	p.expectResult(6, &ir)
+	if ir.ResultType != "input_required" || ir.RequestState != "fake-state-1" {
+		t.Errorf("modern sample answered %+v", ir)
+	}
+	p.modern(7, "tools/list", nil, map[string]any{mVersion: "2024-11-05", mCaps: map[string]any{}})
+	p.expectErrorData(7, -32022, "unsupported protocol version",
+		`{"supported":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"],"requested":"2024-11-05"}`)
+
+	// Change notifications go to listen streams; those caused by legacy
+	// requests also go out as in the legacy protocol.
+	p.listen("L", meta, map[string]any{"toolsListChanged": true, "resourceSubscriptions": []string{"fake://fake/counter"}},
+		`{"_meta":{"io.modelcontextprotocol/subscriptionId":"L"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://fake/counter"]}}`)
+	p.callTool(8, "list_changed", nil)
+	if m := p.expectNotification("notifications/tools/list_changed"); m.Params != nil {
+		t.Errorf("legacy list_changed has params %s", m.Params)
+	}
+	p.expectChange("notifications/tools/list_changed", `"L"`, "")
+	p.expectText(8)
+	p.modernTool(9, "list_changed", nil, meta, nil)
+	p.expectChange("notifications/tools/list_changed", `"L"`, "")
+	p.expectText(9)
+	p.request(10, "resources/subscribe", map[string]any{"uri": "fake://fake/counter"})
+	p.expect(10)
+	p.modernTool(11, "touch", nil, meta, nil)
+	p.expectChange("notifications/resources/updated", `"L"`, "fake://fake/counter")
+	p.expectText(11)
+	p.callTool(12, "touch", nil)
+	if m := p.expectNotification("notifications/resources/updated"); string(m.Params) != `{"uri":"fake://fake/counter"}` {
+		t.Errorf("legacy updated params = %s", m.Params)
+	}
+	p.expectChange("notifications/resources/updated", `"L"`, "fake://fake/counter")
+	if got := p.expectText(12); got != "counter 2" {
+		t.Errorf("touch = %q", got)
+	}
+
+	for id, era := range map[string]string{"0": "legacy", "3": "legacy", "4": "modern", "7": "modern", "12": "legacy"} {
+		if e := p.requestEvent(id); e.Era != era {
+			t.Errorf("request event %+v, want era %s", e, era)
+		}
+	}
+	if e := p.requestEvent("6"); e.Meta == nil {
+		t.Errorf("modern request event %+v has no meta", e)
+	}
+	if e := p.requestEvent("3"); e.Meta != nil {
+		t.Errorf("legacy request event %+v has meta", e)
+	}
+	if _, ok := p.findEvent(pid, func(e event) bool { return e.Event == "input-required" && string(e.ID) == "6" }); !ok {
+		t.Error("no input-required event for request 6")
 	}
 }

@@ -22,6 +22,7 @@ const (
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInvalidParams  = -32602
+	codeInternalError  = -32603
 
 	codeResourceNotFound = -32002 // MCP's code for resources/read of an unknown URI
 )
@@ -58,6 +59,7 @@ type response struct {
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 // notification is an outgoing JSON-RPC notification.
@@ -83,19 +85,43 @@ type call struct {
 	ctx           context.Context
 	cancel        context.CancelFunc
 	progressToken json.RawMessage // params._meta.progressToken of tools/call, or nil
+
+	// Set for modern requests only.
+	modern        *modernMeta     // the request's _meta; nil for a legacy request
+	cacheable     bool            // whether the result is a cacheable result
+	tool          string          // params.name of tools/call
+	requestState  string          // params.requestState of tools/call
+	inputResponse json.RawMessage // params.inputResponses.in1 of tools/call, or nil
 }
 
-// reply answers the call with result, unless it was cancelled.
+// reply answers the call with result, unless it was cancelled. The result
+// of a modern request gets the members every modern result has.
 func (c *call) reply(result any) {
-	if c.s.finish(c) {
-		c.s.send(response{JSONRPC: "2.0", ID: c.id, Result: result})
+	if !c.s.finish(c) {
+		return
 	}
+	if c.modern != nil {
+		r, err := c.s.modernResult(result, c.cacheable)
+		if err != nil {
+			c.s.logf("fakeserver: cannot encode result: %v", err)
+			c.s.sendError(c.id, codeInternalError, "internal error")
+			return
+		}
+		result = r
+	}
+	c.s.send(response{JSONRPC: "2.0", ID: c.id, Result: result})
 }
 
 // fail answers the call with an error, unless it was cancelled.
 func (c *call) fail(code int, msg string) {
+	c.failData(code, msg, nil)
+}
+
+// failData answers the call with an error with data, unless it was
+// cancelled. Nil data is left out.
+func (c *call) failData(code int, msg string, data any) {
 	if c.s.finish(c) {
-		c.s.send(response{JSONRPC: "2.0", ID: c.id, Error: &rpcError{code, msg}})
+		c.s.send(response{JSONRPC: "2.0", ID: c.id, Error: &rpcError{Code: code, Message: msg, Data: data}})
 	}
 }
 
@@ -147,7 +173,7 @@ func (s *server) send(v any) {
 
 // sendError writes an error response to stdout.
 func (s *server) sendError(id json.RawMessage, code int, msg string) {
-	s.send(response{JSONRPC: "2.0", ID: id, Error: &rpcError{code, msg}})
+	s.send(response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg}})
 }
 
 // serve reads and handles messages from stdin until end of file.
@@ -221,9 +247,11 @@ func (s *server) cancelled(params json.RawMessage) {
 
 // toolCall holds the params of tools/call.
 type toolCall struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Meta      json.RawMessage `json:"_meta"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Meta           json.RawMessage `json:"_meta"`
+	InputResponses json.RawMessage `json:"inputResponses"` // modern only
+	RequestState   string          `json:"requestState"`   // modern only
 }
 
 // progressToken returns params._meta.progressToken, compacted, or nil if it
@@ -239,7 +267,8 @@ func (tc *toolCall) progressToken() json.RawMessage {
 }
 
 // request handles a request. Handling is done in a new goroutine, except
-// for initialize and for the decision to crash.
+// for initialize, subscriptions/listen, errors in _meta and the decision to
+// crash.
 func (s *server) request(id json.RawMessage, m message) {
 	var tc *toolCall
 	e := event{Event: "request", Method: m.Method, ID: id}
@@ -259,22 +288,47 @@ func (s *server) request(id json.RawMessage, m message) {
 		decodeParams(m.Params, &p) // keep what could be decoded
 		e.Capabilities = compact(p.Capabilities)
 	}
+	var mm *modernMeta
+	var metaErr *rpcError
+	if s.opts.era != eraLegacy {
+		e.Meta = requestMeta(m.Params)
+		var modern bool
+		modern, mm, metaErr = s.classify(e.Meta)
+		e.Era = eraLegacy
+		if modern {
+			e.Era = eraModern
+		}
+	}
 	s.record(e)
 
+	switch {
+	case metaErr != nil:
+		s.send(response{JSONRPC: "2.0", ID: id, Error: metaErr})
+		return
+	case mm != nil:
+		s.modernRequest(id, m, tc, mm)
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		s.initialize(id, m.Params)
 		return
 	case "tools/call":
-		s.calls++
-		if s.calls == s.opts.crashAfter {
-			s.logf("fakeserver: crashing at tools/call number %d", s.calls)
-			s.exit(5, "crash-after")
-		}
+		s.countCall()
 	}
 	c := s.track(id)
 	c.progressToken = e.ProgressToken
 	go s.handle(c, m, tc)
+}
+
+// countCall counts a tools/call about to be handled, and ends the process
+// if -crash-after says so.
+func (s *server) countCall() {
+	s.calls++
+	if s.calls == s.opts.crashAfter {
+		s.logf("fakeserver: crashing at tools/call number %d", s.calls)
+		s.exit(5, "crash-after")
+	}
 }
 
 // methodCapabilities maps methods to the capability they belong to.
@@ -292,7 +346,7 @@ var methodCapabilities = map[string]string{
 	"logging/setLevel":         "logging",
 }
 
-// handle handles a request other than initialize. tc holds the params of
+// handle handles a request other than initialize and subscriptions/listen. tc holds the params of
 // tools/call, or is nil if they could not be decoded.
 func (s *server) handle(c *call, m message, tc *toolCall) {
 	defer c.cancel()
@@ -303,6 +357,12 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 	switch m.Method {
 	case "ping":
 		c.reply(struct{}{})
+	case "server/discover":
+		if c.modern == nil {
+			c.fail(codeMethodNotFound, "method not found: "+m.Method)
+			return
+		}
+		s.discover(c)
 	case "tools/list":
 		s.listTools(c, m.Params)
 	case "resources/list":

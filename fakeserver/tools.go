@@ -238,13 +238,31 @@ func (s *server) crash(c *call, args json.RawMessage) {
 	s.exit(code, "crash tool")
 }
 
-// notifier returns a tool that sends the notification method, then answers
-// "sent".
+// notifier returns a tool that sends the change notification method, then
+// answers "sent". The notification goes to the listen streams that asked for
+// it and, if the call is a legacy request, out of any stream too.
 func (s *server) notifier(method string) func(*call, json.RawMessage) {
 	return func(c *call, args json.RawMessage) {
-		s.send(notification{JSONRPC: "2.0", Method: method})
+		if c.modern == nil {
+			s.send(notification{JSONRPC: "2.0", Method: method})
+		}
+		s.notifyListeners(method, "")
 		replyText(c, "sent")
 	}
+}
+
+// logThreshold returns the index in logLevels of the least severe level c
+// may send notifications/message of, or len(logLevels) if it may send none.
+func (s *server) logThreshold(c *call) int {
+	if c.modern != nil {
+		if c.modern.logLevel == "" {
+			return len(logLevels) // no logLevel, no notifications/message
+		}
+		return slices.Index(logLevels, c.modern.logLevel)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Index(logLevels, s.logLevel) // -1 if never set
 }
 
 // flood writes count notifications/message in one write, then answers.
@@ -253,6 +271,10 @@ func (s *server) flood(c *call, args json.RawMessage) {
 		Count int `json:"count"`
 	}
 	if !decodeArgs(c, args, &a) || !nonNegative(c, "count", a.Count) {
+		return
+	}
+	if c.modern != nil && slices.Index(logLevels, "info") < s.logThreshold(c) {
+		replyText(c, "filtered")
 		return
 	}
 	var buf bytes.Buffer
@@ -289,10 +311,11 @@ func (s *server) touch(c *call, args json.RawMessage) {
 	n := s.counter
 	subscribed := s.subscribed[uri]
 	s.mu.Unlock()
-	if subscribed {
+	if subscribed && c.modern == nil {
 		s.send(notification{JSONRPC: "2.0", Method: "notifications/resources/updated",
 			Params: map[string]string{"uri": uri}})
 	}
+	s.notifyListeners("notifications/resources/updated", uri)
 	replyText(c, fmt.Sprintf("counter %d", n))
 }
 
@@ -348,10 +371,7 @@ func (s *server) log(c *call, args json.RawMessage) {
 		c.fail(codeInvalidParams, fmt.Sprintf("invalid arguments: invalid level %q", a.Level))
 		return
 	}
-	s.mu.Lock()
-	threshold := slices.Index(logLevels, s.logLevel) // -1 if never set
-	s.mu.Unlock()
-	if level < threshold {
+	if level < s.logThreshold(c) {
 		replyText(c, "filtered")
 		return
 	}
@@ -371,7 +391,7 @@ func (s *server) sample(c *call, args json.RawMessage) {
 		Messages  []promptMessage `json:"messages"`
 		MaxTokens int             `json:"maxTokens"`
 	}{[]promptMessage{{Role: "user", Content: content{Type: "text", Text: a.Prompt}}}, 100}
-	result, failure, ok := s.ask(c, "sampling/createMessage", params)
+	result, failure, ok := s.obtain(c, "sampling", "sampling/createMessage", params)
 	switch {
 	case !ok:
 	case failure != "":
@@ -401,7 +421,7 @@ func (s *server) elicit(c *call, args json.RawMessage) {
 			"properties": map[string]any{"name": map[string]string{"type": "string"}},
 		},
 	}
-	result, failure, ok := s.ask(c, "elicitation/create", params)
+	result, failure, ok := s.obtain(c, "elicitation", "elicitation/create", params)
 	switch {
 	case !ok:
 	case failure != "":
@@ -412,7 +432,7 @@ func (s *server) elicit(c *call, args json.RawMessage) {
 }
 
 func (s *server) roots(c *call, args json.RawMessage) {
-	result, failure, ok := s.ask(c, "roots/list", nil)
+	result, failure, ok := s.obtain(c, "roots", "roots/list", nil)
 	switch {
 	case !ok:
 	case failure != "":

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MCP 2026-07-28, the "modern" era: no initialize and no sessions; each
+// request names its protocol version and its client's capabilities in
+// _meta. corral serves modern and legacy clients at the same endpoint,
+// deciding by each request's _meta, and speaks to each server in the era
+// the server speaks, found by probing with server/discover at every start.
+
+// modernVersion is the one modern protocol version corral speaks.
+const modernVersion = "2026-07-28"
+
+// The _meta keys of the modern era.
+const (
+	metaVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaCaps       = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel   = "io.modelcontextprotocol/logLevel"
+	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+)
+
+// The error codes of the modern era.
+const (
+	codeHeaderMismatch     = -32020 // an HTTP header disagrees with the body
+	codeMissingCapability  = -32021 // the client did not declare a capability the request needs
+	codeUnsupportedVersion = -32022 // the protocol version is not served
+)
+
+// modernRequest is what a modern request says of its client.
+type modernRequest struct {
+	caps     capabilities
+	logLevel string
+}
+
+// claimsModern reports whether a request's params carry the modern era's
+// protocol version in _meta, which makes it a modern request.
+func claimsModern(params json.RawMessage) bool {
+	if !strings.Contains(string(params), metaVersion) {
+		return false
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Meta[metaVersion] != nil
+}
+
+// modernStatus is the HTTP status of a modern answer.
+func modernStatus(r *reply) int {
+	switch r.code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeInvalidParams, codeHeaderMismatch, codeMissingCapability, codeUnsupportedVersion, codeInvalidRequest, codeParseError:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// modernOf returns the modern envelope in a request's params, nil for a
+// legacy request, or the error to answer a malformed modern request with.
+func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
+	if !strings.Contains(string(params), metaVersion) {
+		return nil, nil // the common case, decided without decoding
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.Meta[metaVersion] == nil {
+		return nil, nil
+	}
+	var version string
+	json.Unmarshal(p.Meta[metaVersion], &version)
+	if version != modernVersion {
+		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": version})
+		return nil, &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", version, strings.Join(allVersions(), ", ")), Data: data}
+	}
+	mr := &modernRequest{}
+	if err := json.Unmarshal(p.Meta[metaCaps], &mr.caps); err != nil || mr.caps == nil {
+		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta must hold %q, an object (empty if the client offers nothing)", metaCaps)}
+	}
+	if raw := p.Meta[metaLogLevel]; raw != nil {
+		if json.Unmarshal(raw, &mr.logLevel) != nil || !slices.Contains(logLevels, mr.logLevel) {
+			return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta %q must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))}
+		}
+	}
+	return mr, nil
+}
+
+// allVersions are the protocol versions corral serves, newest first.
+func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
+
+// handleModern serves a modern request. Methods of the legacy era alone
+// (initialize, ping, logging/setLevel, resources/subscribe) are not found.
+func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr *modernRequest, send func([]byte)) *reply {
+	var result any
+	var err error
+	switch msg.Method {
+	case "server/discover":
+		g.waitFirstStarts(ctx)
+		result = map[string]any{
+			"supportedVersions": allVersions(),
+			"capabilities":      g.capabilities(),
+			"ttlMs":             0,
+			"cacheScope":        "private",
+		}
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		k := map[string]kind{"tools/list": kindTool, "prompts/list": kindPrompt, "resources/list": kindResource, "resources/templates/list": kindTemplate}[msg.Method]
+		var page any
+		if page, err = g.list(ctx, k, msg.Params); err == nil {
+			res := page.(map[string]any)
+			res["ttlMs"], res["cacheScope"] = 0, "private"
+			result = res
+		}
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		b, params, werr := g.route(ctx, msg)
+		if werr != nil {
+			return errorReply(msg.ID, werr)
+		}
+		return g.forward(ctx, s, msg, b, params, send, mr)
+	default:
+		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", msg.Method, modernVersion)}
+	}
+	if err != nil {
+		return errorReply(msg.ID, asWireError(err))
+	}
+	raw, _ := json.Marshal(result)
+	return completeReply(msg.ID, raw)
+}
+
+// completeReply answers a modern request with result, which gets the
+// resultType every modern result needs ("complete") if it has none, and
+// corral's identity in _meta when corral made it. The result is not copied.
+func completeReply(id, result json.RawMessage) *reply {
+	r := resultReply(id, result)
+	i := skipSpace(result, 0)
+	if i >= len(result) || result[i] != '{' {
+		return r
+	}
+	has := false
+	members(result, func(key string, _ []byte) { has = has || key == "resultType" })
+	if has {
+		return r
+	}
+	if j := skipSpace(result, i+1); j < len(result) && result[j] == '}' {
+		r.result = json.RawMessage(`{"resultType":"complete"}`)
+		return r
+	}
+	r.head = append(r.head, `{"resultType":"complete",`...)
+	r.result = result[i+1:]
+	return r
+}
+
+// modernParams returns params with the _meta a modern server needs: the
+// protocol version, the client's capabilities (those in rel, or none for
+// corral's own requests), corral's identity unless the client gave its own,
+// and the log level the client wants, if any.
+func modernParams(params json.RawMessage, rel *related) json.RawMessage {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(params, &fields)
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(fields["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[metaVersion], _ = json.Marshal(modernVersion)
+	caps := capabilities{}
+	if rel != nil && rel.caps != nil {
+		caps = rel.caps
+	}
+	meta[metaCaps], _ = json.Marshal(caps)
+	if meta[metaClientInfo] == nil {
+		meta[metaClientInfo], _ = json.Marshal(map[string]string{"name": "corral", "version": version})
+	}
+	if rel != nil && rel.logLevel != "" {
+		meta[metaLogLevel], _ = json.Marshal(rel.logLevel)
+	}
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// inputRequired is the result of a modern request that needs the client's
+// input first: the client answers each input request and sends the request
+// again with the answers and the state.
+type inputRequired struct {
+	ResultType    string                     `json:"resultType"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests,omitempty"`
+	RequestState  string                     `json:"requestState,omitempty"`
+}
+
+// asInputRequired returns the result as an input_required result, or nil.
+func asInputRequired(result json.RawMessage) *inputRequired {
+	if !strings.Contains(string(result), `"input_required"`) {
+		return nil
+	}
+	var ir inputRequired
+	if json.Unmarshal(result, &ir) != nil || ir.ResultType != "input_required" {
+		return nil
+	}
+	return &ir
+}
+
+// maxInputRounds bounds the rounds of input one request may ask for.
+const maxInputRounds = 10
+
+// askClient serves a modern server's input_required result for a legacy
+// client: each input request becomes a request to the client's session, and
+// the params to send the server again carry the client's answers and the
+// server's state.
+func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMessage, ir *inputRequired) (json.RawMessage, error) {
+	s := rel.s
+	replies := map[string]chan *wireMsg{}
+	for _, key := range slices.Sorted(maps.Keys(ir.InputRequests)) {
+		var in struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		json.Unmarshal(ir.InputRequests[key], &in)
+		c := make(chan *wireMsg, 1)
+		s.mu.Lock()
+		s.nextOut++
+		id := s.nextOut
+		s.outbound[id] = &outbound{reply: c}
+		s.mu.Unlock()
+		line, err := encodeRequest(id, in.Method, in.Params)
+		if err != nil {
+			return nil, err
+		}
+		rel.send(line[:len(line)-1])
+		replies[key] = c
+	}
+	responses := map[string]json.RawMessage{}
+	for key, c := range replies {
+		select {
+		case a := <-c:
+			if a.Error != nil {
+				return nil, fmt.Errorf("the client refused %s: %w", key, a.Error)
+			}
+			responses[key] = a.Result
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	params = setMember(params, "inputResponses", responses)
+	if ir.RequestState != "" {
+		params = setMember(params, "requestState", ir.RequestState)
+	}
+	return params, nil
+}
+
+// exchange is a call of a modern client to a legacy server that made
+// requests of the client: the call goes on while the client, told what the
+// server asks with an input_required result, answers and sends the request
+// again with corral's requestState.
+type exchange struct {
+	rel    *related
+	done   chan struct{} // closed when the call has ended
+	answer *wireMsg
+	err    error
+	cancel context.CancelFunc
+
+	pending map[string]*outbound // input requests the client has yet to answer, by key
+	n       int                  // input requests so far
+}
+
+// statePrefix starts the requestState of an exchange.
+const statePrefix = "corral-"
+
+// forwardModern forwards a modern client's request. A legacy server's
+// requests of the client while it serves the call become input_required
+// results; the call itself goes on, under a context of its own, until the
+// client sends the request again with the answers (or requestTimeout ends).
+func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, params json.RawMessage, rel *related, timeout time.Duration) *reply {
+	var p struct {
+		State     string                     `json:"requestState"`
+		Responses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	json.Unmarshal(params, &p)
+	start := time.Now()
+	var ex *exchange
+	if strings.HasPrefix(p.State, statePrefix) {
+		g.mu.Lock()
+		ex = g.parked[p.State]
+		delete(g.parked, p.State)
+		g.mu.Unlock()
+		if ex == nil {
+			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "requestState is unknown or expired; send the request again without it"})
+		}
+		ex.rel.setSend(rel.sendFn)
+		for key, o := range ex.pending {
+			if r, ok := p.Responses[key]; ok {
+				o.m.answer(o.id, resultReply(o.id, r))
+			} else {
+				o.m.answer(o.id, errorReply(o.id, &wireError{Code: codeInternalError, Message: "the client did not answer"}))
+			}
+		}
+		clear(ex.pending)
+	} else {
+		ex = &exchange{rel: rel, done: make(chan struct{}), pending: map[string]*outbound{}}
+		rel.inputs = make(chan *outbound, 16)
+		callCtx, cancel := context.WithTimeout(context.Background(), timeout)
+		stop := context.AfterFunc(g.cut, cancel)
+		ex.cancel = func() { stop(); cancel() }
+		go func() {
+			defer close(ex.done)
+			ex.answer, ex.err = b.call(callCtx, msg.Method, params, rel)
+		}()
+	}
+	select {
+	case <-ex.done:
+		ex.cancel()
+		return g.answerReply(ctx, msg, b, ex.answer, ex.err, timeout, start, true)
+	case o := <-ex.rel.inputs:
+		ex.n++
+		key := fmt.Sprintf("input-%d", ex.n)
+		ex.pending[key] = o
+		var tok [16]byte
+		rand.Read(tok[:])
+		state := statePrefix + hex.EncodeToString(tok[:])
+		g.mu.Lock()
+		g.parked[state] = ex
+		g.mu.Unlock()
+		// Forget an exchange the client never comes back to.
+		time.AfterFunc(timeout, func() {
+			g.mu.Lock()
+			_, still := g.parked[state]
+			delete(g.parked, state)
+			g.mu.Unlock()
+			if still {
+				ex.cancel()
+			}
+		})
+		in, _ := json.Marshal(map[string]any{"method": o.method, "params": o.params})
+		raw, _ := json.Marshal(inputRequired{ResultType: "input_required", InputRequests: map[string]json.RawMessage{key: in}, RequestState: state})
+		return resultReply(msg.ID, raw)
+	case <-ctx.Done():
+		// Closing the stream cancels a modern request; so does shutdown,
+		// which gets an answer.
+		ex.cancel()
+		<-ex.done
+		if errors.Is(context.Cause(ctx), errShuttingDown) {
+			return g.answerReply(ctx, msg, b, nil, context.Canceled, timeout, start, true)
+		}
+		return nil
+	}
+}
+
+// decodeHeaderValue decodes a header value that may be base64 encoded as
+// "=?base64?...?=", as modern clients send values that are not plain ASCII.
+func decodeHeaderValue(v string) (string, bool) {
+	v = strings.TrimSpace(v)
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			b, err := base64.StdEncoding.DecodeString(inner)
+			return string(b), err == nil
+		}
+	}
+	return v, true
+}
+
+// checkModernHeaders checks the headers a modern HTTP request must carry
+// against its body, and returns the error to answer with, if any.
+func checkModernHeaders(get func(string) string, msg *wireMsg) *wireError {
+	mismatch := func(format string, args ...any) *wireError {
+		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf(format, args...)}
+	}
+	if v := strings.TrimSpace(get("MCP-Protocol-Version")); v != modernVersion {
+		return mismatch("the MCP-Protocol-Version header is %q, and the body's _meta says %q", v, modernVersion)
+	}
+	if v := strings.TrimSpace(get("Mcp-Method")); v != msg.Method {
+		return mismatch("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)
+	}
+	var member string
+	switch msg.Method {
+	case "tools/call", "prompts/get":
+		member = "name"
+	case "resources/read":
+		member = "uri"
+	default:
+		return nil
+	}
+	var p map[string]json.RawMessage
+	json.Unmarshal(msg.Params, &p)
+	var want string
+	json.Unmarshal(p[member], &want)
+	got, ok := decodeHeaderValue(get("Mcp-Name"))
+	if !ok || got != want {
+		return mismatch("the Mcp-Name header is %q, and the body's params.%s is %q", got, member, want)
+	}
+	return nil
+}
+
+// relatedSend is the part of related that a resumed exchange swaps: the
+// stream of the request the client sent last.
+type relatedSend struct {
+	mu     sync.Mutex
+	sendFn func([]byte)
+}
+
+func (r *relatedSend) setSend(f func([]byte)) {
+	r.mu.Lock()
+	r.sendFn = f
+	r.mu.Unlock()
+}
+
+// send delivers a message on the stream of the request; it never blocks.
+func (r *relatedSend) send(msg []byte) {
+	r.mu.Lock()
+	f := r.sendFn
+	r.mu.Unlock()
+	f(msg)
+}
