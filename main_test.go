@@ -99,6 +99,8 @@ type fakeEvent struct {
 	ProgressToken json.RawMessage `json:"progressToken"`
 	Capabilities  json.RawMessage `json:"capabilities"`
 	URI           string          `json:"uri"`
+	URIs          []string        `json:"uris"`
+	Meta          json.RawMessage `json:"meta"`
 	Level         string          `json:"level"`
 }
 

@@ -931,3 +931,96 @@ func TestModernRequestsOverStdio(t *testing.T) {
 		t.Errorf("elicit after the answer = %q", got)
 	}
 }
+
+func TestModernServersGetMetaAndTheirFeaturesReachClientsOfBothEras(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"new": {"command":"FAKE","args":["-state","STATE","-name","new","-era","modern"]},
+		"old": {"command":"FAKE","args":["-state","STATE","-name","old"],"prefix":"old"}
+	}}`)
+	for _, b := range tg.gw.backendList() {
+		if want := b.name == "new"; b.isModern() != want {
+			t.Errorf("server %s: modern = %v, want %v", b.name, !want, want)
+		}
+	}
+	legacy := newHTTPPeer(t, tg.url, fullCaps)
+	legacy.answer = func(method string, _ json.RawMessage) (any, *wireError) {
+		if method != "sampling/createMessage" {
+			return nil, &wireError{Code: codeMethodNotFound, Message: method}
+		}
+		return map[string]any{"role": "assistant", "content": map[string]string{"type": "text", "text": "from legacy"}, "model": "m"}, nil
+	}
+	if m, _ := legacy.call("tools/call", `{"name":"echo","arguments":{"text":"x"}}`); text(t, m) != "x" {
+		t.Errorf("echo on the modern server = %s", m.Result)
+	}
+	// The modern server asks for input with input_required; the legacy
+	// client is asked with a request, and the server gets the answer.
+	m, notes := legacy.call("tools/call", `{"name":"sample","arguments":{"prompt":"q"}}`)
+	if got := text(t, m); got != "sampled: from legacy" || len(notes) != 1 || notes[0].Method != "sampling/createMessage" {
+		t.Errorf("sample on the modern server from a legacy client = %q, messages %v", got, notes)
+	}
+	// Progress, and a resource of the modern server.
+	if _, notes := legacy.call("tools/call", `{"name":"progress","arguments":{"steps":2},"_meta":{"progressToken":"p"}}`); len(notes) != 2 {
+		t.Errorf("progress from the modern server: %d notifications, want 2", len(notes))
+	}
+	if m, _ := legacy.call("resources/read", `{"uri":"fake://new/hello"}`); text(t, m) != "hello from new" {
+		t.Errorf("read from the modern server = %s %+v", m.Result, m.Error)
+	}
+	// A subscription reaches the modern server through its listen request,
+	// and its update comes back.
+	if m, _ := legacy.call("resources/subscribe", `{"uri":"fake://new/counter"}`); m.Error != nil {
+		t.Fatalf("subscribe: %+v", m.Error)
+	}
+	pid := 0
+	for _, st := range fakeProcesses(t, tg.dir) {
+		if st.Name == "new" {
+			pid = st.PID
+		}
+	}
+	waitFor(t, 10*time.Second, "the modern server to listen for the counter", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool {
+			return e.Event == "listen" && slices.Contains(e.URIs, "fake://new/counter")
+		})
+	})
+	legacy.call("tools/call", `{"name":"touch","arguments":{}}`)
+	if m := legacy.nextExcept(listChanged...); m.Method != "notifications/resources/updated" || !strings.Contains(string(m.Params), `fake://new/counter`) {
+		t.Errorf("after touch the subscriber got %s %s", m.Method, m.Params)
+	}
+
+	// A modern client: the server's input_required passes through as it is,
+	// and the client's capabilities reach the server in _meta.
+	meta := modernMeta(`{"sampling":{}}`)
+	status, m, _ := modernPost(t, tg.url, "tools/call", `{"name":"sample","arguments":{},`+meta+`}`)
+	var ir struct {
+		ResultType   string
+		RequestState string
+	}
+	result(t, m, &ir)
+	if status != 200 || ir.ResultType != "input_required" || !strings.HasPrefix(ir.RequestState, "fake-state-") {
+		t.Errorf("sample from a modern client = %d %s, want the server's own input_required", status, m.Result)
+	}
+	retry := fmt.Sprintf(`{"name":"sample","arguments":{},"inputResponses":{"in1":{"role":"assistant","content":{"type":"text","text":"modern"},"model":"m"}},"requestState":%q,%s}`, ir.RequestState, meta)
+	if _, m, _ := modernPost(t, tg.url, "tools/call", retry); text(t, m) != "sampled: modern" {
+		t.Errorf("retry = %s", m.Result)
+	}
+	var sawCaps bool
+	for _, e := range fakeEvents(t, tg.dir, pid) {
+		if e.Tool == "sample" && strings.Contains(string(e.Meta), `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`) {
+			sawCaps = true
+		}
+	}
+	if !sawCaps {
+		t.Errorf("the modern server never saw the client's capabilities in _meta")
+	}
+}
+
+func TestServersThatDoNotAnswerTheProbeAreInitialized(t *testing.T) {
+	t.Parallel()
+	// A legacy server that ignores requests before initialize: the probe
+	// times out and corral falls back, not keyed to an error code.
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"/bin/sh","args":["-c","exec FAKE -state STATE -name a -ignore-method server/discover"]}}}`)
+	p := newHTTPPeer(t, tg.url, `{}`)
+	if m, _ := p.call("tools/call", `{"name":"echo","arguments":{"text":"late"}}`); text(t, m) != "late" {
+		t.Errorf("echo = %s %+v", m.Result, m.Error)
+	}
+}

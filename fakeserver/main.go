@@ -19,6 +19,9 @@
 //		Answer initialize with protocol version V whatever the client asks.
 //		Otherwise the client's version is echoed if it is one of 2024-11-05,
 //		2025-03-26, 2025-06-18 or 2025-11-25, and 2025-11-25 is used if not.
+//	-ignore-method M
+//		Record requests of method M and never answer them (a server that
+//		ignores requests it does not know, such as server/discover).
 //	-era legacy|modern|both
 //		Serve the legacy protocol (initialize, then requests; the default),
 //		the modern one (2026-07-28: stateless requests, each with its own
@@ -398,6 +401,7 @@ type options struct {
 	name                     string
 	prefix                   string
 	protocolVersion          string
+	ignoreMethod             string
 	era                      string
 	extraTools               int
 	pageSize                 int
@@ -427,6 +431,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.name, "name", "fake", "server `name` reported in serverInfo and by whoami")
 	fs.StringVar(&o.prefix, "prefix", "", "`string` prepended to every tool name")
 	fs.StringVar(&o.protocolVersion, "protocol-version", "", "answer initialize with this `version` whatever the client asks")
+	fs.StringVar(&o.ignoreMethod, "ignore-method", "", "record requests of this `method` and never answer them")
 	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")

@@ -300,6 +300,9 @@ func (s *server) request(id json.RawMessage, m message) {
 		}
 	}
 	s.record(e)
+	if m.Method != "" && m.Method == s.opts.ignoreMethod {
+		return // recorded, never answered
+	}
 
 	switch {
 	case metaErr != nil:
