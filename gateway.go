@@ -34,6 +34,11 @@ type Gateway struct {
 	cut    context.Context
 	cutOff context.CancelFunc
 
+	// quiet ends when corral begins to shut down: streams that carry only
+	// notifications end then, as GET streams do.
+	quiet    context.Context
+	endQuiet context.CancelFunc
+
 	// logHealth, when set, logs a summary of every backend's state each
 	// time it changes: with -stdio there is no /healthz to ask.
 	logHealth bool
@@ -59,6 +64,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}, subs: map[subKey]map[*session]string{}, parked: map[string]*exchange{},
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
+	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, newBackend(g, cfg, s))
 	}
@@ -190,6 +196,10 @@ func (g *Gateway) Start() {
 
 // errShuttingDown is the cause of the context of a call cut off by CutOff.
 var errShuttingDown = errors.New("corral is shutting down")
+
+// EndStreams ends the streams that carry only notifications (modern
+// clients' listen requests). The front ends call it when shutdown begins.
+func (g *Gateway) EndStreams() { g.endQuiet() }
 
 // CutOff ends every call in flight: each is answered with an error saying
 // corral is shutting down. The front ends call it when shutdownTimeout ends.

@@ -74,6 +74,7 @@ func newHTTPFrontEnd(gw *Gateway, loopback bool, log *slog.Logger) *httpFrontEnd
 // shutdown ends every GET stream, so that http.Server.Shutdown need not wait
 // for them.
 func (h *httpFrontEnd) shutdown() {
+	h.gw.EndStreams()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	select {

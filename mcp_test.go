@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1023,4 +1025,65 @@ func TestServersThatDoNotAnswerTheProbeAreInitialized(t *testing.T) {
 	if m, _ := p.call("tools/call", `{"name":"echo","arguments":{"text":"late"}}`); text(t, m) != "late" {
 		t.Errorf("echo = %s %+v", m.Result, m.Error)
 	}
+}
+
+func TestModernListenCarriesListChangesAndSubscribedUpdates(t *testing.T) {
+	t.Parallel()
+	release := filepath.Join(t.TempDir(), "release")
+	tg := startGatewayNoWait(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"late": {"command":"/bin/sh","args":["-c","while [ ! -e `+release+` ]; do sleep 0.01; done; exec FAKE -state STATE -name late -prefix late_"]}
+	}}`)
+	<-tg.gw.backendList()[0].firstDone
+	meta := modernMeta(`{}`)
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://a/counter"]},` + meta + `}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", tg.url, strings.NewReader(body))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("listen = %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	msgs := make(chan *wireMsg, 100)
+	go readEvents(resp.Body, func(m *wireMsg) { msgs <- m })
+	next := func() *wireMsg {
+		t.Helper()
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("nothing on the listen stream")
+			return nil
+		}
+	}
+	if m := next(); m.Method != "notifications/subscriptions/acknowledged" ||
+		!strings.Contains(string(m.Params), `"io.modelcontextprotocol/subscriptionId":"L"`) ||
+		!strings.Contains(string(m.Params), `"resourceSubscriptions":["fake://a/counter"]`) {
+		t.Fatalf("first message = %s %s, want the acknowledgement of what corral honours", m.Method, m.Params)
+	}
+	modernPost(t, tg.url, "tools/call", `{"name":"touch","arguments":{},`+meta+`}`)
+	if m := next(); m.Method != "notifications/resources/updated" || !strings.Contains(string(m.Params), `"io.modelcontextprotocol/subscriptionId":"L"`) {
+		t.Errorf("after touch: %s %s", m.Method, m.Params)
+	}
+	os.WriteFile(release, nil, 0o600) // the late server's tools join the list
+	if m := next(); m.Method != "notifications/tools/list_changed" || !strings.Contains(string(m.Params), `"io.modelcontextprotocol/subscriptionId":"L"`) {
+		t.Errorf("after the late server started: %s %s", m.Method, m.Params)
+	}
+	// Closing the stream ends the subscription: the server hears the last
+	// subscriber leave.
+	cancel()
+	var pid int
+	for _, st := range fakeProcesses(t, tg.dir) {
+		if st.Name == "a" {
+			pid = st.PID
+		}
+	}
+	waitFor(t, 10*time.Second, "the server to hear the subscription end", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool { return e.Event == "unsubscribe" })
+	})
 }

@@ -233,9 +233,13 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	}
 }
 
-// setMeta returns params with member key of its _meta set to value. Params
-// that are not an object are returned as they are.
+// setMeta returns params with member key of its _meta set to value. No
+// params count as an empty object; params that are not an object are
+// returned as they are.
 func setMeta(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(params, &fields) != nil || fields == nil {
 		return params

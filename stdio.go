@@ -607,6 +607,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 		select {
 		case <-ctx.Done():
 			stop = true
+			gw.EndStreams()
 			// Let the calls in flight finish, for at most drain.
 			done := make(chan struct{})
 			go func() { calls.Wait(); close(done) }()
