@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -50,7 +51,7 @@ type modernRequest struct {
 // claimsModern reports whether a request's params carry the modern era's
 // protocol version in _meta, which makes it a modern request.
 func claimsModern(params json.RawMessage) bool {
-	if !strings.Contains(string(params), metaVersion) {
+	if !bytes.Contains(params, []byte(metaVersion)) {
 		return false
 	}
 	var p struct {
@@ -73,7 +74,7 @@ func modernStatus(r *reply) int {
 // modernOf returns the modern envelope in a request's params, nil for a
 // legacy request, or the error to answer a malformed modern request with.
 func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
-	if !strings.Contains(string(params), metaVersion) {
+	if !bytes.Contains(params, []byte(metaVersion)) {
 		return nil, nil // the common case, decided without decoding
 	}
 	var p struct {
@@ -280,7 +281,7 @@ type inputRequired struct {
 
 // asInputRequired returns the result as an input_required result, or nil.
 func asInputRequired(result json.RawMessage) *inputRequired {
-	if !strings.Contains(string(result), `"input_required"`) {
+	if !bytes.Contains(result, []byte(`"input_required"`)) {
 		return nil
 	}
 	var ir inputRequired

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -42,9 +43,14 @@ const (
 	// size and number of messages in flight.
 	remoteHeld = 256 << 10
 
-	// remoteChunk is the size of the pieces a response is read in, and in
-	// which a large message is written out.
+	// remoteChunk is the size of the pieces in which a large message is
+	// written out.
 	remoteChunk = 64 << 10
+
+	// remoteReadBuf is the size of the buffer a response is read with; one
+	// is allocated for each response, and a line longer than it is read in
+	// pieces anyway.
+	remoteReadBuf = 16 << 10
 
 	// remoteErrorBody is how much of an HTTP error's body is read.
 	remoteErrorBody = 64 << 10
@@ -109,7 +115,7 @@ func dialRemote(name, url string, headers map[string]string, client *http.Client
 	close(gate)
 	shown := shownURL(url)
 	return &remoteConn{
-		name: name, url: url, shown: shown, headers: headers, client: client,
+		name: name, url: url, shown: shown, headers: maps.Clone(headers), client: client,
 		log:        log.With("url", shown),
 		maxMessage: remoteMaxMessage, retryMin: remoteRetryMin, retryMax: remoteRetryMax,
 		ctx: ctx, cancel: cancel, stdout: pr, pw: pw,
@@ -207,7 +213,8 @@ func (c *remoteConn) endSession(ctx context.Context, sid string) error {
 	if err != nil {
 		return fmt.Errorf("server %q (%s): ending the session: %v", c.name, c.shown, err)
 	}
-	c.setHeaders(req, "", sid, c.versionNow())
+	_, version := c.sessionNow()
+	c.setHeaders(req, "", sid, version)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("server %q (%s): ending the session: %v", c.name, c.shown, bareError(err))
@@ -412,6 +419,8 @@ func (c *remoteConn) post(o *outgoing) {
 	case errors.Is(err, errTooBig):
 		c.writeLine(encodeErrorResponse(o.id, &wireError{Code: codeInternalError,
 			Message: fmt.Sprintf("server %q (%s) answered with a message over the %d-byte limit", c.name, c.shown, c.maxMessage)}))
+	case errors.Is(err, errLineBreak) || errors.Is(err, errNotMessage):
+		c.failed(o, fmt.Sprintf("answered with what is not JSON-RPC: %v", err))
 	case err != nil:
 		c.failed(o, fmt.Sprintf("broke off its answer: %v", bareError(err)))
 	default:
@@ -436,11 +445,6 @@ func (c *remoteConn) sessionNow() (sid, version string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sessionID, c.version
-}
-
-func (c *remoteConn) versionNow() string {
-	_, v := c.sessionNow()
-	return v
 }
 
 // setHeaders sets the configured headers on req, then the protocol's,
@@ -839,7 +843,12 @@ func (r *msgReader) emit(b []byte) error {
 		return errTooBig
 	}
 	r.buf = append(r.buf, b...)
-	if len(r.buf) < remoteChunk {
+	switch {
+	case !r.locked && len(r.buf) > remoteHeld:
+		r.c.outMu.Lock()
+		r.locked = true
+	case r.locked && len(r.buf) >= remoteChunk:
+	default:
 		return nil
 	}
 	_, err := r.c.pw.Write(r.buf)
@@ -896,7 +905,7 @@ func (r *msgReader) endValue() error {
 
 // readJSON reads a JSON body of messages.
 func (r *msgReader) readJSON(body io.Reader) error {
-	buf := make([]byte, remoteChunk)
+	buf := make([]byte, remoteReadBuf)
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -922,7 +931,7 @@ func (r *msgReader) readJSON(body io.Reader) error {
 // stream then, and what it would still send is no one's. If lastID is not
 // nil, it is set to the ID of each event that has one.
 func (r *msgReader) readSSE(body io.Reader, lastID *string) error {
-	br := bufio.NewReaderSize(body, remoteChunk)
+	br := bufio.NewReaderSize(body, remoteReadBuf)
 	const (
 		fieldOther = iota
 		fieldData

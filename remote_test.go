@@ -65,7 +65,7 @@ func remoteInit(t *testing.T, m *mux) *wireMsg {
 	return a
 }
 
-// callTool calls a tool through m and returns the answer.
+// muxCallTool calls a tool through m and returns the answer.
 func muxCallTool(t *testing.T, ctx context.Context, m *mux, tool, args string) *wireMsg {
 	t.Helper()
 	a, err := m.Call(ctx, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
@@ -193,13 +193,15 @@ func TestRemoteLargeAnswersArriveWholeWhileOthersFlow(t *testing.T) {
 	remoteInit(t, m)
 	// Answers larger than a reader holds are written as they arrive, under
 	// the stdout lock: lines of concurrent answers must never mix.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	sizes := []int{8 << 20, 2 << 20, 2 << 20, 2 << 20, 1 << 20, 400 << 10, 10, 10, 10, 10}
 	var wg sync.WaitGroup
 	for _, size := range sizes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := m.Call(t.Context(), "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, size)))
+			a, err := m.Call(ctx, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, size)))
 			if err != nil {
 				t.Errorf("big %d: %v", size, err)
 				return
@@ -285,7 +287,6 @@ func TestRemoteProgressArrivesBeforeTheAnswer(t *testing.T) {
 // serves other requests with call, and GET with get (405 if nil). It records
 // the headers of every request, by method.
 type testRemote struct {
-	t       *testing.T
 	session string
 	version string // that initialize answers; if empty, 2025-06-18
 	call    func(w http.ResponseWriter, r *http.Request, msg *wireMsg)
@@ -298,7 +299,6 @@ type testRemote struct {
 }
 
 func newTestRemote(t *testing.T, tr *testRemote) *testRemote {
-	tr.t = t
 	tr.headers = map[string][]http.Header{}
 	ts := httptest.NewServer(tr)
 	t.Cleanup(ts.Close)
@@ -407,7 +407,7 @@ func TestRemoteResponsesBecomeOneLinePerMessage(t *testing.T) {
 		{"a large pretty-printed answer", "application/json", indent(big), []string{big}},
 	}
 	tr := newTestRemote(t, &testRemote{call: func(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
-		var tc = cases[0]
+		tc := cases[0]
 		for _, x := range cases {
 			if x.name == toolName(msg) {
 				tc = x
@@ -528,8 +528,18 @@ func TestRemoteRequestsCarryTheSessionAndTheModernHeaders(t *testing.T) {
 			t.Fatalf("reading the answer to %s: %v", line, err)
 		}
 	}
-	roundTrip(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	roundTrip(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	// tools/list is written before initialize is answered, in pieces that
+	// do not follow the lines: it must wait for the session all the same.
+	both := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
+	for _, piece := range []string{both[:10], both[10 : len(both)-20], both[len(both)-20:]} {
+		io.WriteString(c.Stdin(), piece)
+	}
+	for range 2 {
+		if _, err := out.ReadString('\n'); err != nil {
+			t.Fatalf("reading an answer: %v", err)
+		}
+	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 	roundTrip(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"héllo wörld",` + meta + `}}`)
 	roundTrip(`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":" file:///a b ",` + meta + `}}`)
@@ -632,12 +642,16 @@ func TestRemoteGetStreamCarriesTheServersMessagesAndReconnects(t *testing.T) {
 
 func TestRemoteServerWithoutAStreamIsAskedOnce(t *testing.T) {
 	t.Parallel()
-	tr := newTestRemote(t, &testRemote{})
+	asked := make(chan struct{}, 100)
+	tr := newTestRemote(t, &testRemote{get: func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no stream here", http.StatusMethodNotAllowed)
+		asked <- struct{}{}
+	}})
 	c := dialRemote("test", tr.url, nil, nil, testLogger(t))
 	c.retryMin, c.retryMax = time.Millisecond, time.Millisecond
 	m := remoteMux(t, c, nil, nil)
 	remoteInit(t, m)
-	waitFor(t, 5*time.Second, "the GET", func() bool { return len(tr.recorded("GET")) > 0 })
+	<-asked
 	// A few round trips give a stream that retried every millisecond the
 	// time to show it.
 	for range 5 {

@@ -287,6 +287,7 @@ const ELICITED = { name: 'Ada Lovelace', check: true, email: 'ada@example.com', 
 function featureClient(name, capabilities = { sampling: {}, elicitation: {}, roots: {} }) {
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
   client.interopName = name;
+  client.declared = capabilities;
   client.requests = { sampling: [], elicitation: [], roots: 0 };
   client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
     client.requests.sampling.push(req.params);
@@ -341,13 +342,20 @@ function reference() {
 const byKey = (k) => (a, b) => (a[k] < b[k] ? -1 : a[k] > b[k] ? 1 : 0);
 
 // longRun calls trigger-long-running-operation with a progress callback and
-// checks that every step's progress arrived, in order, before the answer.
+// checks that the progress of its steps arrived, in order, with their total.
+// The server sends the last step's progress right before its answer, and when
+// the two arrive in one read the SDK client can lose that progress: it runs
+// notification handlers a microtask later than it settles a request, and
+// forgets the request's progress callback when it settles. The same happens
+// with server-everything connected directly, so the last step may be missing.
 async function longRun(client, steps, duration) {
   const progress = [];
   const res = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration, steps } },
     undefined, { onprogress: (p) => progress.push(p) });
   assert.equal(text(res), `Long running operation completed. Duration: ${duration} seconds, Steps: ${steps}.`);
-  assert.deepEqual(progress, Array.from({ length: steps }, (_, i) => ({ progress: i + 1, total: steps })));
+  const want = Array.from({ length: steps }, (_, i) => ({ progress: i + 1, total: steps }));
+  assert.ok(progress.length >= steps - 1, `progress: ${JSON.stringify(progress)}`);
+  assert.deepEqual(progress, want.slice(0, progress.length));
 }
 
 // toggle calls one of server-everything's toggles and checks it went the expected way.
@@ -462,7 +470,7 @@ async function requireConditionalTool(client, tool, capability) {
   assert.ok(ref.tools.includes(tool), `control: server-everything connected directly lists no ${tool}: ${ref.tools}`);
   const names = (await client.listTools()).tools.map((x) => x.name);
   assert.ok(names.includes(tool), `${tool} is not listed through corral, though server-everything lists it to an SDK client ` +
-    `declaring ${capability} connected directly (this one declares ${JSON.stringify(client._options.capabilities)}). server-everything ` +
+    `declaring ${capability} connected directly (this one declares ${JSON.stringify(client.declared)}). server-everything ` +
     `registers it only when its own client (corral) declares the ${capability} capability in initialize. Listed: ${names}`);
 }
 
@@ -474,7 +482,9 @@ async function fakeServerRequests(client) {
   assert.deepEqual(client.requests.sampling.at(-1), { messages: [{ role: 'user', content: { type: 'text', text: 'hi from fake' } }], maxTokens: 100 });
   assert.equal(text(await client.callTool({ name: 'elicit', arguments: { message: 'who?' } })),
     `elicited: ${JSON.stringify({ action: 'accept', content: ELICITED })}`);
+  const roots = client.requests.roots;
   assert.equal(text(await client.callTool({ name: 'roots', arguments: {} })), `roots: ${JSON.stringify([{ uri: 'file:///interop', name }])}`);
+  assert.equal(client.requests.roots, roots + 1);
 }
 
 test('Streamable HTTP: progress, logging, resources, prompts, completion, subscriptions, sampling, elicitation of server-everything', async (t) => {
@@ -530,6 +540,24 @@ test('Streamable HTTP: progress, logging, resources, prompts, completion, subscr
   await sub('server requests: the fakeserver\'s sampling, elicitation and roots requests reach the SDK client', async () => {
     await fakeServerRequests(a);
     await fakeServerRequests(b);
+  });
+
+  await sub('server requests: refused for a client without the capability, and while two sessions have calls in flight', async () => {
+    const plain = await httpClient(t, port); // declares no capabilities
+    const res = await plain.callTool({ name: 'sample', arguments: {} });
+    assert.ok(res.isError, JSON.stringify(res));
+    assert.match(res.content[0].text, /^sampling failed: -32601 .*sampling/);
+    await plain.close();
+    // a's call is in flight at the fakeserver once its first progress is in.
+    let inFlight;
+    const first = new Promise((resolve) => { inFlight = resolve; });
+    const slow = a.callTool({ name: 'progress', arguments: { steps: 2, delay_ms: 300 } }, undefined, { onprogress: inFlight });
+    await first;
+    const refused = await b.callTool({ name: 'sample', arguments: {} });
+    assert.ok(refused.isError, JSON.stringify(refused));
+    assert.match(refused.content[0].text, /^sampling failed: -32603 .*in flight/);
+    assert.equal(text(await slow), 'done 2');
+    assert.equal(b.requests.sampling.length + a.requests.sampling.length, 2, 'only fakeServerRequests\' sampling requests reached the clients');
   });
 
   await sub('sampling: trigger-sampling-request round trip through the SDK client\'s handler', async () => {
