@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/url"
 	"math"
 	"net"
 	"os"
@@ -126,8 +127,15 @@ type Config struct {
 // ServerConfig says how to run one stdio MCP server.
 type ServerConfig struct {
 	// Command is the program to run, found through PATH when it has no slash.
-	// It is run directly, never through a shell. Required.
+	// It is run directly, never through a shell. Required, unless URL is set.
 	Command string `json:"command"`
+
+	// URL, instead of a command, names a remote server reached over
+	// Streamable HTTP.
+	URL string `json:"url"`
+
+	// Headers are sent with every request to a remote server.
+	Headers map[string]string `json:"headers"`
 
 	// Args are the program's arguments.
 	Args []string `json:"args"`
@@ -284,7 +292,8 @@ const (
 )
 
 // resolved returns the config as corral runs it, every default filled in,
-// as indented JSON, with the values of env masked: they are often secrets.
+// as indented JSON, with the values of env and headers masked: they are
+// often secrets.
 func (c *Config) resolved() []byte {
 	out := *c
 	out.MCPServers = map[string]*ServerConfig{}
@@ -297,6 +306,12 @@ func (c *Config) resolved() []byte {
 			r.Env = map[string]string{}
 			for k := range s.Env {
 				r.Env[k] = "****"
+			}
+		}
+		if len(s.Headers) > 0 {
+			r.Headers = map[string]string{}
+			for k := range s.Headers {
+				r.Headers[k] = "****"
 			}
 		}
 		out.MCPServers[name] = &r
@@ -678,11 +693,13 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	fields := jsonFields(s)
 	known := slices.Sorted(maps.Keys(fields))
 	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	delete(fields, "url") // checked below, with "type"
+	fields["url"] = &s.URL
 	for _, key := range slices.Sorted(maps.Keys(entry)) {
 		switch {
 		case fields[key] != nil:
 			p.decode(name, key, entry[key], fields[key])
-		case key == "type", key == "url", slices.Contains(foreignServerKeys, key):
+		case key == "type", slices.Contains(foreignServerKeys, key):
 			// Checked below, or ignored.
 		default:
 			if near, ok := nearest(key, candidates); ok {
@@ -699,22 +716,46 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	if !validName(name) {
 		p.errorf(name, "", "invalid server name; use only letters, digits, '_', '.' and '-', since the name appears in tool prefixes and logs")
 	}
-	const remote = "remote servers are not supported yet; corral runs only stdio servers, started with command and args"
 	if raw, ok := entry["type"]; ok {
 		var typ string
 		switch err := json.Unmarshal(raw, &typ); {
 		case err != nil:
 			p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
-		case slices.Contains(remoteServerTypes, typ):
-			p.errorf(name, "type", "%q: %s", typ, remote)
-		case typ != "stdio":
-			p.errorf(name, "type", `unknown server type %q; write "stdio", or remove the key`, typ)
+		case typ == "sse":
+			p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
+		case typ == "stdio" && s.URL != "":
+			p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
+		case slices.Contains(remoteServerTypes, typ) && s.URL == "":
+			p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
+		case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
+			p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
 		}
 	}
-	if _, ok := entry["url"]; ok {
-		p.errorf(name, "url", "%s", remote)
+	if s.URL != "" {
+		p.expand(name, "url", &s.URL)
+		u, err := url.Parse(s.URL)
+		switch {
+		case err != nil:
+			p.errorf(name, "url", "not a URL: %v", err)
+		case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+			p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
+		}
+		for _, key := range []string{"command", "args", "env", "cwd"} {
+			if _, ok := entry[key]; ok {
+				p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(s.Headers)) {
+			v := s.Headers[key]
+			p.expand(name, "headers."+key, &v)
+			s.Headers[key] = v
+		}
+		p.validateServer(name, s)
+		return s
 	}
-
+	if len(s.Headers) > 0 {
+		p.errorf(name, "headers", `only a remote server (with "url") has headers`)
+	}
 	p.expand(name, "command", &s.Command)
 	if s.Command == "" {
 		p.errorf(name, "command", `required (the program to run, e.g. "npx")`)
@@ -732,6 +773,12 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		s.Env[key] = v
 	}
 	p.expand(name, "cwd", &s.Cwd)
+	p.validateServer(name, s)
+	return s
+}
+
+// validateServer checks the settings every server has, local or remote.
+func (p *parser) validateServer(name string, s *ServerConfig) {
 	if s.Prefix != "" && !validName(s.Prefix) {
 		p.errorf(name, "prefix", "invalid prefix %q; use only letters, digits, '_', '.' and '-'", s.Prefix)
 	}
@@ -754,7 +801,6 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	if s.MaxInFlight < 0 {
 		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
 	}
-	return s
 }
 
 // secretWarnings returns warnings about secrets other local users can read:
@@ -768,10 +814,10 @@ func secretWarnings(path string, c *Config) []string {
 	}
 	hasEnv := false
 	for _, s := range c.MCPServers {
-		hasEnv = hasEnv || len(s.Env) > 0
+		hasEnv = hasEnv || len(s.Env) > 0 || len(s.Headers) > 0
 	}
 	if hasEnv && readable(path) {
-		out = append(out, fmt.Sprintf("%s holds env values, which are often secrets, and other users can read it; chmod 600 %s", path, path))
+		out = append(out, fmt.Sprintf("%s holds env or header values, which are often secrets, and other users can read it; chmod 600 %s", path, path))
 	}
 	if f := c.AuthTokenFile; f != "" {
 		if !filepath.IsAbs(f) {

@@ -294,7 +294,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
 		},
 		{
 			name: "a missing command is an error",
@@ -355,29 +355,38 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an sse server is not supported",
 			src:  server("remote", `{"type": "sse", "url": "https://example.com/sse"}`),
-			want: "config.json: mcpServers.remote.command: required (the program to run, e.g. \"npx\")\n" +
-				`config.json: mcpServers.remote.type: "sse": remote servers are not supported yet; corral runs only stdio servers, started with command and args` + "\n" +
-				`config.json: mcpServers.remote.url: remote servers are not supported yet; corral runs only stdio servers, started with command and args`,
+			want: `config.json: mcpServers.remote.type: "sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`,
 		},
 		{
-			name: "an http server is not supported",
+			name: "an http server needs a url",
 			src:  server("remote", `{"type": "http", "command": "x"}`),
-			want: `config.json: mcpServers.remote.type: "http": remote servers are not supported yet; corral runs only stdio servers, started with command and args`,
+			want: `config.json: mcpServers.remote.url: required for type "http" (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`,
 		},
 		{
-			name: "a streamable-http server is not supported",
-			src:  server("remote", `{"type": "streamable-http", "command": "x"}`),
-			want: `config.json: mcpServers.remote.type: "streamable-http": remote servers are not supported yet; corral runs only stdio servers, started with command and args`,
+			name: "a url and a command are an error",
+			src:  server("remote", `{"url": "https://example.com/mcp", "command": "x", "env": {"A": "b"}}`),
+			want: "config.json: mcpServers.remote.command: a remote server (with \"url\") has no command; remove one of the two\n" +
+				`config.json: mcpServers.remote.env: a remote server (with "url") has no env; remove one of the two`,
 		},
 		{
-			name: "a url without a type is not supported",
-			src:  server("remote", `{"url": "https://example.com/mcp", "command": "x"}`),
-			want: `config.json: mcpServers.remote.url: remote servers are not supported yet; corral runs only stdio servers, started with command and args`,
+			name: "a url must be http or https",
+			src:  server("remote", `{"url": "ftp://example.com/mcp"}`),
+			want: `config.json: mcpServers.remote.url: want an http:// or https:// URL with a host, such as "https://example.com/mcp"`,
+		},
+		{
+			name: "headers belong to remote servers",
+			src:  server("local", `{"command": "x", "headers": {"A": "b"}}`),
+			want: `config.json: mcpServers.local.headers: only a remote server (with "url") has headers`,
+		},
+		{
+			name: "an empty tool pattern is an error",
+			src:  server("a", `{"command": "x", "tools": {"deny": ["ok", ""]}}`),
+			want: `config.json: mcpServers.a.tools.deny[1]: empty pattern; write a tool name, or a glob such as "read_*"`,
 		},
 		{
 			name: "an unknown type is an error",
 			src:  server("ws", `{"type": "websocket", "command": "x"}`),
-			want: `config.json: mcpServers.ws.type: unknown server type "websocket"; write "stdio", or remove the key`,
+			want: `config.json: mcpServers.ws.type: unknown server type "websocket"; write "stdio" or "http", or remove the key`,
 		},
 		{
 			name: "a negative top-level duration is an error",

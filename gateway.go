@@ -176,14 +176,15 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 // fingerprint changed must be restarted for a new config to apply to it.
 func fingerprint(cfg *Config, s *ServerConfig) string {
 	b, _ := json.Marshal(struct {
-		Command, Cwd, Prefix string
-		Args                 []string
-		Env                  map[string]string
+		Command, Cwd, Prefix, URL string
+		Args                      []string
+		Env, Headers              map[string]string
+		Tools                     *ToolFilter
 		MaxInFlight          int
 		Sup                  Supervision
 		Start, Stop, Kill    Duration
 		MaxLine              int64
-	}{s.Command, s.Cwd, s.Prefix, s.Args, s.Env, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
 	return string(b)
 }
 

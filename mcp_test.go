@@ -1087,3 +1087,77 @@ func TestModernListenCarriesListChangesAndSubscribedUpdates(t *testing.T) {
 		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool { return e.Event == "unsubscribe" })
 	})
 }
+
+func TestRemoteServersAreBackendsLikeAnyOther(t *testing.T) {
+	t.Parallel()
+	// The remote server is another corral, guarded by a token, with
+	// fakeserver behind it.
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("up-token\n"), 0o600)
+	up := startGateway(t, `{"authTokenFile":"`+token+`","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	down := startGateway(t, `{"mcpServers":{
+		"up": {"url":"`+up.url+`","headers":{"Authorization":"Bearer up-token"},"prefix":"up"},
+		"nokey": {"url":"`+up.url+`","maxRestarts":1,"restartDelay":"10s"}
+	}}`)
+	p := newHTTPPeer(t, down.url, fullCaps)
+	p.answer = func(method string, _ json.RawMessage) (any, *wireError) {
+		return map[string]any{"role": "assistant", "content": map[string]string{"type": "text", "text": "two hops"}, "model": "m"}, nil
+	}
+	if m, _ := p.call("tools/call", `{"name":"up__echo","arguments":{"text":"far"}}`); text(t, m) != "far" {
+		t.Errorf("echo through the remote server = %s %+v", m.Result, m.Error)
+	}
+	if _, notes := p.call("tools/call", `{"name":"up__progress","arguments":{"steps":3},"_meta":{"progressToken":"far"}}`); len(notes) != 3 {
+		t.Errorf("progress through two gateways: %d notifications, want 3", len(notes))
+	}
+	if m, _ := p.call("tools/call", `{"name":"up__sample","arguments":{}}`); text(t, m) != "sampled: two hops" {
+		t.Errorf("sampling through two gateways = %s", m.Result)
+	}
+	if m, _ := p.call("resources/read", `{"uri":"up+fake://a/hello"}`); text(t, m) != "hello from a" {
+		t.Errorf("read through the remote server = %s %+v", m.Result, m.Error)
+	}
+	// Without the token the remote server refuses; the error says who and why.
+	var h health
+	for _, b := range down.gw.backendList() {
+		if b.name == "nokey" {
+			h = b.health()
+		}
+	}
+	if h.State == stateReady || !strings.Contains(h.Error, "401") || !strings.Contains(h.Error, up.url) {
+		t.Errorf("the server without the token: %+v, want not ready, with the 401 and the URL", h)
+	}
+}
+
+func TestToolFiltersChooseWhatClientsSeeAndCall(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"],"tools":{"allow":["echo","s*p*"],"deny":["sample"]}},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b"],"prefix":"b","tools":{"deny":["*"]}}
+	}}`)
+	p := newHTTPPeer(t, tg.url, `{}`)
+	// a: echo, and sleep matches s*p*; sample would, but is denied. b: none.
+	if diff := cmp.Diff([]string{"echo", "sleep"}, p.listAll("tools/list", "tools", "name")); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if m, _ := p.call("tools/call", `{"name":"sample","arguments":{}}`); m.Error == nil || m.Error.Code != codeInvalidParams {
+		t.Errorf("calling a denied tool = %+v, want unknown tool", m)
+	}
+	// Filters are for tools: b's prompts are still there.
+	if got := p.listAll("prompts/list", "prompts", "name"); !slices.Contains(got, "b__greet") {
+		t.Errorf("prompts = %q, want b's", got)
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, c := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"echo", "echo", true}, {"echo", "echo2", false}, {"*", "", true}, {"read_*", "read_file", true},
+		{"read_*", "write_file", false}, {"*_file", "read_file", true}, {"a*b*c", "abc", true},
+		{"a*b*c", "axxbyyc", true}, {"a*b*c", "acb", false}, {"a*a", "a", false}, {"**", "x", true},
+	} {
+		if got := globMatch(c.pattern, c.name); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pattern, c.name, got, c.want)
+		}
+	}
+}

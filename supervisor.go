@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,6 +54,7 @@ type backend struct {
 	changed   chan struct{} // closed and replaced at every change of state
 	stopping  bool
 	proc      *process
+	remote    *remoteConn // for a remote server, instead of proc
 	mux       *mux
 	lists     [numKinds][]backendItem // the last lists the server gave; kept after it exits
 	caps      capabilities            // what the server declared in its last handshake
@@ -113,7 +115,13 @@ func (b *backend) run() {
 		if !first {
 			b.setState(stateStarting, why)
 		}
-		readyFor, err := b.runOnce()
+		var readyFor time.Duration
+		var err error
+		if b.cfg.URL != "" {
+			readyFor, err = b.runRemote()
+		} else {
+			readyFor, err = b.runOnce()
+		}
 		b.sweep()
 		if b.isStopping() {
 			b.setState(stateStopped, "stopped by corral")
@@ -124,7 +132,9 @@ func (b *backend) run() {
 		why = stripServer(b.name, err.Error())
 		b.mu.Lock()
 		b.lastExit = "did not start"
-		if b.proc != nil {
+		if b.cfg.URL != "" {
+			b.lastExit = why
+		} else if b.proc != nil {
 			b.lastExit = b.proc.exitDescription()
 			if last := b.proc.tail.last(); last != "" && !strings.Contains(why, last) {
 				why += "; its last stderr line: " + last
@@ -233,7 +243,7 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	b.setState(stateReady, "")
 
 	wg.Add(2)
-	go func() { defer wg.Done(); b.pingLoop(p, m) }()
+	go func() { defer wg.Done(); b.pingLoop(func() { p.Stop(b.hurry) }, m) }()
 	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
 	if m.modern.Load() {
 		wg.Add(1)
@@ -246,11 +256,87 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	return readyFor, m.err // set once done is closed
 }
 
+// runRemote is runOnce for a remote server: it connects (a new session at
+// every run), completes the handshake, serves until the connection is over
+// (the session expired, or a ping failed), and returns how long it was ready
+// and why it ended.
+func (b *backend) runRemote() (readyFor time.Duration, err error) {
+	b.startMu.Lock()
+	if b.isStopping() {
+		b.startMu.Unlock()
+		return 0, errors.New("stopped before it started")
+	}
+	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
+	refresh := make(chan struct{}, 1)
+	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
+	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
+	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
+		m.notes.limit = n
+	}
+	b.mu.Lock()
+	b.remote, b.mux, b.logLevel = rc, m, ""
+	b.mu.Unlock()
+	b.startMu.Unlock()
+	b.log.Info("connecting", "url", shownURL(b.cfg.URL))
+
+	closeConn := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StopGrace.D())
+		defer cancel()
+		rc.Close(ctx)
+	}
+	var wg sync.WaitGroup
+	wg.Add(4)
+	go func() { defer wg.Done(); m.writeLoop(rc.Stdin()) }()
+	go func() { defer wg.Done(); m.readLoop(rc.Stdout(), int(b.gcfg.MaxLineBytes)) }()
+	go func() {
+		defer wg.Done()
+		select {
+		case <-rc.Done():
+			m.close(unavailable("%v", rc.Err()))
+		case <-m.done:
+		}
+	}()
+	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
+
+	if err := b.handshake(m); err != nil {
+		m.close(unavailable("server %q: %v", b.name, err))
+		closeConn()
+		wg.Wait()
+		return 0, err
+	}
+	readyAt := time.Now()
+	b.mu.Lock()
+	b.readyAt = readyAt
+	b.mu.Unlock()
+	b.setState(stateReady, "")
+	wg.Add(2)
+	go func() { defer wg.Done(); b.pingLoop(closeConn, m) }()
+	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
+	if m.modern.Load() {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.listenLoop(m) }()
+	}
+	<-m.done
+	readyFor = time.Since(readyAt)
+	closeConn()
+	wg.Wait()
+	return readyFor, m.err
+}
+
+// httpClient returns the client for a remote server: no overall timeout
+// (calls have their own deadlines, and event streams last), connections
+// kept for concurrent calls, proxies from the environment.
+func (b *backend) httpClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
 // pingLoop pings the server every PingInterval and stops it when it misses
 // MaxMissedPings in a row. A ping counts as missed only when it times out
 // while the server writes nothing at all: a server busy sending answers is
 // alive, even if its pings queue behind them.
-func (b *backend) pingLoop(p *process, m *mux) {
+func (b *backend) pingLoop(stop func(), m *mux) {
 	t := time.NewTicker(b.sup.PingInterval.D())
 	defer t.Stop()
 	missed := 0
@@ -278,7 +364,7 @@ func (b *backend) pingLoop(p *process, m *mux) {
 				why := fmt.Sprintf("server %q missed %d pings in a row (pingTimeout %s); restarting it", b.name, missed, b.sup.PingTimeout.D())
 				b.log.Error(why)
 				m.close(unavailable("%s", why))
-				p.Stop(b.hurry)
+				stop()
 				return
 			}
 		}
@@ -861,9 +947,14 @@ func (b *backend) stop(hurry <-chan struct{}) {
 	}
 	b.startMu.Lock() // a start under way has recorded its process
 	b.mu.Lock()
-	p := b.proc
+	p, rc := b.proc, b.remote
 	b.mu.Unlock()
 	b.startMu.Unlock()
+	if rc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StopGrace.D())
+		rc.Close(ctx)
+		cancel()
+	}
 
 	done := make(chan struct{})
 	defer close(done)

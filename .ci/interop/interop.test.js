@@ -200,7 +200,12 @@ test('stdio: StdioClientTransport runs corral -stdio; close() ends corral and it
     const t0 = Date.now();
     await client.close(); // ends stdin, SIGTERM after 2 s, SIGKILL after 4 s
     assert.deepEqual([child.exitCode, child.signalCode], [0, null]);
-    assert.ok(Date.now() - t0 < 2000, `corral took ${Date.now() - t0} ms to exit after end of stdin`);
+    // Within the stop ladder's first step (stopGrace, 2 s) and the SIGTERM
+    // after it: server-everything asks its client for roots 350 ms after it
+    // starts, and does not exit at the end of its stdin while it waits for
+    // that answer (it does the same with the SDK client connected directly),
+    // so when this test is quick corral's SIGTERM ends it.
+    assert.ok(Date.now() - t0 < 3500, `corral took ${Date.now() - t0} ms to exit after end of stdin`);
     assert.deepEqual(kids.filter(alive), [], 'children left running');
   });
 });
