@@ -180,10 +180,10 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Args                      []string
 		Env, Headers              map[string]string
 		Tools                     *ToolFilter
-		MaxInFlight          int
-		Sup                  Supervision
-		Start, Stop, Kill    Duration
-		MaxLine              int64
+		MaxInFlight               int
+		Sup                       Supervision
+		Start, Stop, Kill         Duration
+		MaxLine                   int64
 	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
 	return string(b)
 }
