@@ -483,11 +483,11 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	case "resources/templates/list":
 		result, err = g.list(ctx, kindTemplate, msg.Params)
 	case "tools/call", "prompts/get", "resources/read", "completion/complete":
-		b, params, werr := g.route(ctx, msg)
+		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		r := g.forward(ctx, s, msg, b, params, send, nil)
+		r := g.forward(ctx, s, msg, b, params, token, send, nil)
 		if r == nil || s.wasCancelled(key) {
 			return nil // the client cancelled it: it wants no answer
 		}
@@ -696,7 +696,7 @@ const codeResourceNotFound = -32002
 
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
-func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, *wireError) {
+func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
 	var p struct {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
@@ -705,10 +705,24 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 			Name string `json:"name"`
 			URI  string `json:"uri"`
 		} `json:"ref"`
+		Meta struct {
+			Token json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil {
-		return nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
+		return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
 	}
+	token := p.Meta.Token
+	if string(token) == "null" {
+		token = nil
+	}
+	b, params, werr := g.routeTo(ctx, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
+	return b, params, token, werr
+}
+
+// routeTo is route with the params decoded: name, uri, and a completion's
+// ref.
+func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
 	byName := func(k kind, name string) (*backend, string, *wireError) {
 		if name == "" {
 			return nil, "", &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
@@ -735,22 +749,22 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 		if msg.Method == "prompts/get" {
 			k = kindPrompt
 		}
-		b, orig, err := byName(k, p.Name)
+		b, orig, err := byName(k, name)
 		if err != nil {
 			return nil, nil, err
 		}
 		params := msg.Params
-		if orig != p.Name {
+		if orig != name {
 			params = setMember(params, "name", orig)
 		}
 		return b, params, nil
 	case "resources/read":
-		b, orig, err := byURI(p.URI)
+		b, orig, err := byURI(uri)
 		if err != nil {
 			return nil, nil, err
 		}
 		params := msg.Params
-		if orig != p.URI {
+		if orig != uri {
 			params = setMember(params, "uri", orig)
 		}
 		return b, params, nil
@@ -761,24 +775,24 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 		json.Unmarshal(fields["ref"], &ref)
 		var b *backend
 		var werr *wireError
-		switch p.Ref.Type {
+		switch refType {
 		case "ref/prompt":
 			var orig string
-			if b, orig, werr = byName(kindPrompt, p.Ref.Name); werr == nil {
+			if b, orig, werr = byName(kindPrompt, refName); werr == nil {
 				ref["name"], _ = json.Marshal(orig)
 			}
 		case "ref/resource":
 			var orig string
-			if it := g.lookup(ctx, kindTemplate, p.Ref.URI); it != nil {
+			if it := g.lookup(ctx, kindTemplate, refURI); it != nil {
 				b, orig = it.backend, it.orig
 			} else {
-				b, orig, werr = byURI(p.Ref.URI)
+				b, orig, werr = byURI(refURI)
 			}
 			if werr == nil {
 				ref["uri"], _ = json.Marshal(orig)
 			}
 		default:
-			werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, p.Ref.Type)}
+			werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, refType)}
 		}
 		if werr != nil {
 			return nil, nil, werr
@@ -794,19 +808,11 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 
 // forward sends a client's request to backend b with params and returns the
 // answer with the client's ID, or nil if the client cancelled the request.
-// The server's progress for it and its requests to the client while it is in
-// flight go to send. mr is the request's modern envelope, or nil.
-func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params json.RawMessage, send func([]byte), mr *modernRequest) *reply {
-	rel := &related{s: s, relatedSend: relatedSend{sendFn: send}}
-	var p struct {
-		Meta struct {
-			Token json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	json.Unmarshal(params, &p)
-	if t := p.Meta.Token; len(t) > 0 && string(t) != "null" {
-		rel.token = t
-	}
+// The server's progress for it (if token, the client's progress token, is
+// not nil) and its requests to the client while it is in flight go to send.
+// mr is the request's modern envelope, or nil.
+func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params, token json.RawMessage, send func([]byte), mr *modernRequest) *reply {
+	rel := &related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}
 	timeout := g.config().requestTimeout(b.cfg)
 	if mr != nil {
 		rel.modern, rel.caps, rel.logLevel = true, mr.caps, mr.logLevel

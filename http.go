@@ -253,10 +253,13 @@ const relatedBuffer = 256
 // call serves a request whose client accepts an event stream. The answer
 // is returned, to be sent as JSON, unless a server sends messages related to
 // the request first: then the response becomes an event stream that carries
-// them, in order, and then the answer (streamed is true).
+// them, in order, and then the answer (streamed is true). The stream's
+// writer starts with the first such message, so that a plain call costs no
+// goroutine; after answers, messages go to after (if not nil).
 func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, msg *wireMsg, after func([]byte)) (answer *reply, streamed bool) {
-	rel := make(chan []byte, relatedBuffer)
 	var mu sync.Mutex
+	var rel chan []byte     // messages for the stream; made by the first one
+	var wrote chan struct{} // closed when the writer has written them all
 	open := true
 	send := func(m []byte) {
 		mu.Lock()
@@ -267,49 +270,42 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 			}
 			return
 		}
+		if rel == nil {
+			rel, wrote = make(chan []byte, relatedBuffer), make(chan struct{})
+			go func() {
+				defer close(wrote)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Cache-Control", "no-cache")
+				w.WriteHeader(http.StatusOK)
+				rc := http.NewResponseController(w)
+				for m := range rel {
+					writeSSE(w, m)
+					rc.Flush()
+				}
+			}()
+		}
 		select {
 		case rel <- m:
 		default:
 			h.log.Warn("dropping a message related to a request: the client reads too slowly", "method", msg.Method)
 		}
 	}
-	done := make(chan *reply, 1)
-	go func() { done <- h.gw.handle(r.Context(), s, msg, send) }()
-
-	var rc *http.ResponseController
-	write := func(m []byte) {
-		if rc == nil {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusOK)
-			rc = http.NewResponseController(w)
-		}
-		writeSSE(w, m)
-		rc.Flush()
+	answer = h.gw.handle(r.Context(), s, msg, send)
+	mu.Lock()
+	open = false
+	mu.Unlock()
+	if rel == nil {
+		return answer, false
 	}
-	for {
-		select {
-		case m := <-rel:
-			write(m)
-		case answer = <-done:
-			mu.Lock()
-			open = false
-			mu.Unlock()
-			for len(rel) > 0 {
-				write(<-rel)
-			}
-			if rc == nil {
-				return answer, false
-			}
-			if answer != nil {
-				io.WriteString(w, "event: message\ndata: ")
-				answer.WriteTo(w)
-				io.WriteString(w, "\n\n")
-				rc.Flush()
-			}
-			return nil, true
-		}
+	close(rel)
+	<-wrote
+	if answer != nil {
+		io.WriteString(w, "event: message\ndata: ")
+		answer.WriteTo(w)
+		io.WriteString(w, "\n\n")
+		http.NewResponseController(w).Flush()
 	}
+	return nil, true
 }
 
 // serveModern serves a modern (2026-07-28) request: no session, headers

@@ -127,11 +127,11 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 			result = res
 		}
 	case "tools/call", "prompts/get", "resources/read", "completion/complete":
-		b, params, werr := g.route(ctx, msg)
+		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		return g.forward(ctx, s, msg, b, params, send, mr)
+		return g.forward(ctx, s, msg, b, params, token, send, mr)
 	case "subscriptions/listen":
 		return g.listen(ctx, msg, send)
 	default:

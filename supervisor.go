@@ -545,6 +545,9 @@ func (b *backend) handshake(m *mux) error {
 	b.mu.Lock()
 	b.lists, b.caps, b.era = lists, caps, era
 	b.mu.Unlock()
+	// The catalog has the server's names before the server is ready, so
+	// that a request that sees it ready finds them.
+	b.onChange()
 	return nil
 }
 
