@@ -575,11 +575,40 @@ func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMes
 	s.mu.Lock()
 	s.initialized = true
 	s.mu.Unlock()
-	return map[string]any{
+	res := map[string]any{
 		"protocolVersion": v,
 		"capabilities":    caps,
 		"serverInfo":      map[string]string{"name": "corral", "version": version},
-	}, nil
+	}
+	if in := g.instructions(); in != "" {
+		res["instructions"] = in
+	}
+	return res, nil
+}
+
+// instructions returns what the servers tell clients in their handshakes:
+// one server's text as it is, several under a heading naming each.
+func (g *Gateway) instructions() string {
+	type entry struct{ name, text string }
+	var all []entry
+	for _, b := range g.backendList() {
+		b.mu.Lock()
+		if b.instructions != "" {
+			all = append(all, entry{b.name, b.instructions})
+		}
+		b.mu.Unlock()
+	}
+	if len(all) == 1 {
+		return all[0].text
+	}
+	var out strings.Builder
+	for i, e := range all {
+		if i > 0 {
+			out.WriteString("\n\n")
+		}
+		fmt.Fprintf(&out, "## Server %q\n\n%s", e.name, e.text)
+	}
+	return out.String()
 }
 
 // capabilities returns what the gateway offers clients: what any of its
@@ -872,7 +901,7 @@ func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, ans
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	case modern:
-		r = completeReply(msg.ID, answer.Result)
+		r = completeReply(msg.ID, answer.Result, cacheable(msg.Method))
 	default:
 		r = resultReply(msg.ID, answer.Result)
 	}

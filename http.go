@@ -198,6 +198,14 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, r, msg)
 		return
 	}
+	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
+		// The header claims the modern era, the body does not.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams,
+			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)}))
+		return
+	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
@@ -318,12 +326,14 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		w.WriteHeader(status)
 		a.WriteTo(w)
 	}
-	if _, werr := modernOf(msg.Params); werr != nil {
-		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
-		return
-	}
+	// The headers first: a version in the header that is not the body's is
+	// a mismatch, whatever the version.
 	if werr := checkModernHeaders(r.Header.Get, msg); werr != nil {
 		answer(http.StatusBadRequest, errorReply(msg.ID, werr))
+		return
+	}
+	if _, werr := modernOf(msg.Params); werr != nil {
+		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
 	s := h.gw.detachedSession()

@@ -803,7 +803,7 @@ func modernPost(t *testing.T, url, method, params string, override ...string) (i
 
 func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`)
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a","-instructions","Use echo."]}}}`)
 	meta := modernMeta(`{}`)
 
 	status, m, _ := modernPost(t, tg.url, "server/discover", `{`+meta+`}`)
@@ -813,8 +813,14 @@ func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
 		ResultType        string
 	}
 	result(t, m, &d)
-	if status != 200 || d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || d.Capabilities["tools"] == nil {
-		t.Errorf("server/discover = %d %s", status, m.Result)
+	if status != 200 || d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || d.Capabilities["tools"] == nil ||
+		!strings.Contains(string(m.Result), `"ttlMs":0`) || !strings.Contains(string(m.Result), `"io.modelcontextprotocol/serverInfo":{"name":"corral"`) ||
+		!strings.Contains(string(m.Result), `"instructions":"Use echo."`) {
+		t.Errorf("server/discover = %d %s, want versions, capabilities, cache fields, corral's identity and the server's instructions", status, m.Result)
+	}
+	// A forwarded cacheable result gets the cache fields too.
+	if _, m, _ = modernPost(t, tg.url, "resources/read", `{"uri":"fake://a/hello",`+meta+`}`); !strings.Contains(string(m.Result), `"resultType":"complete","ttlMs":0,"cacheScope":"private"`) {
+		t.Errorf("resources/read = %s", m.Result)
 	}
 
 	status, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"echo","arguments":{"text":"hi"},`+meta+`}`)
@@ -848,6 +854,8 @@ func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
 		{"an unsupported version", "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}`, []string{"MCP-Protocol-Version", "2099-01-01"}, 400, codeUnsupportedVersion},
 		{"no client capabilities", "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, nil, 400, codeInvalidParams},
 		{"ping, which the era removed", "ping", `{` + meta + `}`, nil, 404, codeMethodNotFound},
+		{"a modern header on a body without _meta", "tools/list", `{}`, nil, 400, codeInvalidParams},
+		{"a header version that is not the body's", "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}`, nil, 400, codeHeaderMismatch},
 		{"initialize with modern _meta", "initialize", `{` + meta + `}`, nil, 404, codeMethodNotFound},
 	} {
 		status, m, _ := modernPost(t, tg.url, c.method, c.params, c.headers...)
@@ -900,6 +908,18 @@ func TestModernClientAnswersALegacyServersRequestByInputRequired(t *testing.T) {
 	// The state is spent.
 	if status, m, _ = modernPost(t, tg.url, "tools/call", retry); status != 400 || m.Error == nil {
 		t.Errorf("a second retry with the same state = %d %+v, want an error", status, m)
+	}
+	// roots/list has no params; an input request's params are an object.
+	_, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"roots","arguments":{},`+modernMeta(`{"roots":{}}`)+`}`)
+	if !strings.Contains(string(m.Result), `"params":{}`) {
+		t.Errorf("roots from a modern client = %s, want an input request with params {}", m.Result)
+	}
+	result(t, m, &ir)
+	for key := range ir.InputRequests {
+		retry := fmt.Sprintf(`{"name":"roots","arguments":{},"inputResponses":{%q:{"roots":[]}},"requestState":%q,%s}`, key, ir.RequestState, modernMeta(`{"roots":{}}`))
+		if _, m, _ = modernPost(t, tg.url, "tools/call", retry); text(t, m) != "roots: []" {
+			t.Errorf("roots after the answer = %s", m.Result)
+		}
 	}
 	// A client without sampling: the server is refused, and says so.
 	_, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"sample","arguments":{},`+modernMeta(`{}`)+`}`)

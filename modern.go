@@ -112,18 +112,21 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 	switch msg.Method {
 	case "server/discover":
 		g.waitFirstStarts(ctx)
-		result = map[string]any{
+		res := map[string]any{
 			"supportedVersions": allVersions(),
 			"capabilities":      g.capabilities(),
-			"ttlMs":             0,
-			"cacheScope":        "private",
+			"_meta":             serverInfoMeta(),
 		}
+		if in := g.instructions(); in != "" {
+			res["instructions"] = in
+		}
+		result = res
 	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 		k := map[string]kind{"tools/list": kindTool, "prompts/list": kindPrompt, "resources/list": kindResource, "resources/templates/list": kindTemplate}[msg.Method]
 		var page any
 		if page, err = g.list(ctx, k, msg.Params); err == nil {
 			res := page.(map[string]any)
-			res["ttlMs"], res["cacheScope"] = 0, "private"
+			res["_meta"] = serverInfoMeta()
 			result = res
 		}
 	case "tools/call", "prompts/get", "resources/read", "completion/complete":
@@ -141,7 +144,7 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 		return errorReply(msg.ID, asWireError(err))
 	}
 	raw, _ := json.Marshal(result)
-	return completeReply(msg.ID, raw)
+	return completeReply(msg.ID, raw, cacheable(msg.Method))
 }
 
 // listen serves subscriptions/listen: the changes of the lists the client
@@ -215,27 +218,58 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 	return resultReply(msg.ID, raw)
 }
 
-// completeReply answers a modern request with result, which gets the
-// resultType every modern result needs ("complete") if it has none, and
-// corral's identity in _meta when corral made it. The result is not copied.
-func completeReply(id, result json.RawMessage) *reply {
+// completeReply answers a modern request with result, adding what every
+// modern result needs if the server did not set it: resultType
+// ("complete"), and for a cacheable result (lists, resources/read,
+// server/discover) ttlMs and cacheScope. The result is not copied.
+func completeReply(id, result json.RawMessage, cacheable bool) *reply {
 	r := resultReply(id, result)
 	i := skipSpace(result, 0)
 	if i >= len(result) || result[i] != '{' {
 		return r
 	}
-	has := false
-	members(result, func(key string, _ []byte) { has = has || key == "resultType" })
-	if has {
+	has := map[string]bool{}
+	members(result, func(key string, _ []byte) {
+		if key == "resultType" || key == "ttlMs" || key == "cacheScope" {
+			has[key] = true
+		}
+	})
+	var add []string
+	if !has["resultType"] {
+		add = append(add, `"resultType":"complete"`)
+	}
+	if cacheable && !has["ttlMs"] {
+		add = append(add, `"ttlMs":0`)
+	}
+	if cacheable && !has["cacheScope"] {
+		add = append(add, `"cacheScope":"private"`)
+	}
+	if len(add) == 0 {
 		return r
 	}
+	members := strings.Join(add, ",")
 	if j := skipSpace(result, i+1); j < len(result) && result[j] == '}' {
-		r.result = json.RawMessage(`{"resultType":"complete"}`)
+		r.result = json.RawMessage("{" + members + "}")
 		return r
 	}
-	r.head = append(r.head, `{"resultType":"complete",`...)
+	r.head = append(r.head, "{"+members+","...)
 	r.result = result[i+1:]
 	return r
+}
+
+// cacheable reports whether the result of method is cacheable in the
+// modern era, and so has ttlMs and cacheScope.
+func cacheable(method string) bool {
+	switch method {
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover":
+		return true
+	}
+	return false
+}
+
+// serverInfoMeta is the _meta of a result corral makes itself.
+func serverInfoMeta() map[string]any {
+	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
 }
 
 // modernParams returns params with the _meta a modern server needs: the
@@ -421,7 +455,11 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 				ex.cancel()
 			}
 		})
-		in, _ := json.Marshal(map[string]any{"method": o.method, "params": o.params})
+		params := o.params
+		if len(params) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{}`) // an input request's params are an object
+		}
+		in, _ := json.Marshal(map[string]any{"method": o.method, "params": params})
 		raw, _ := json.Marshal(inputRequired{ResultType: "input_required", InputRequests: map[string]json.RawMessage{key: in}, RequestState: state})
 		return resultReply(msg.ID, raw)
 	case <-ctx.Done():
@@ -455,8 +493,14 @@ func checkModernHeaders(get func(string) string, msg *wireMsg) *wireError {
 	mismatch := func(format string, args ...any) *wireError {
 		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf(format, args...)}
 	}
-	if v := strings.TrimSpace(get("MCP-Protocol-Version")); v != modernVersion {
-		return mismatch("the MCP-Protocol-Version header is %q, and the body's _meta says %q", v, modernVersion)
+	var env struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	json.Unmarshal(msg.Params, &env)
+	var body string
+	json.Unmarshal(env.Meta[metaVersion], &body)
+	if v := strings.TrimSpace(get("MCP-Protocol-Version")); v != body {
+		return mismatch("the MCP-Protocol-Version header is %q, and the body's _meta says %q", v, body)
 	}
 	if v := strings.TrimSpace(get("Mcp-Method")); v != msg.Method {
 		return mismatch("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)

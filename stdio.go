@@ -187,12 +187,12 @@ func (p *process) Stop(hurry <-chan struct{}) {
 		if !p.waitExited(p.spec.stopGrace, hurry) {
 			// "If the server does not exit within a reasonable time, the client
 			// SHOULD send SIGTERM"
-			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.spec.stopGrace)
+			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
 			p.signal(syscall.SIGTERM)
 			if !p.waitExited(p.spec.killGrace, hurry) {
 				// "If the server has not exited within a reasonable time after
 				// SIGTERM, the client SHOULD send SIGKILL"
-				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.spec.killGrace)
+				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
 				p.signal(syscall.SIGKILL)
 				<-p.exited
 			}
@@ -215,6 +215,17 @@ func (p *process) waitExited(d time.Duration, hurry <-chan struct{}) bool {
 		return false
 	case <-t.C:
 		return false
+	}
+}
+
+// waited says, for the log, how long a wait of at most d that did not see
+// the process exit lasted: d, or less when hurry cut it short.
+func (p *process) waited(d time.Duration, hurry <-chan struct{}) string {
+	select {
+	case <-hurry:
+		return "less than " + d.String() + " (corral was told to stop at once)"
+	default:
+		return d.String()
 	}
 }
 

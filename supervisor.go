@@ -49,25 +49,26 @@ type backend struct {
 	// finds the process to stop: nothing starts after stop begins.
 	startMu sync.Mutex
 
-	mu        sync.Mutex
-	state     backendState
-	changed   chan struct{} // closed and replaced at every change of state
-	stopping  bool
-	proc      *process
-	remote    *remoteConn // for a remote server, instead of proc
-	mux       *mux
-	lists     [numKinds][]backendItem // the last lists the server gave; kept after it exits
-	caps      capabilities            // what the server declared in its last handshake
-	logLevel  string                  // the level last asked of the running process
-	era       string                  // "modern" or "legacy" after a handshake succeeded; "" to probe
-	relisten  context.CancelFunc      // ends a modern server's listen request, to send it again
-	lastErr   string                  // why it is not ready, for errors and /healthz
-	lastExit  string                  // how its last process ended
-	restarts  int                     // processes started after the first
-	readyAt   time.Time
-	retryAt   time.Time     // when a failed backend is tried again
-	firstDone chan struct{} // closed when the first start has succeeded or failed
-	firstOnce sync.Once
+	mu           sync.Mutex
+	state        backendState
+	changed      chan struct{} // closed and replaced at every change of state
+	stopping     bool
+	proc         *process
+	remote       *remoteConn // for a remote server, instead of proc
+	mux          *mux
+	lists        [numKinds][]backendItem // the last lists the server gave; kept after it exits
+	caps         capabilities            // what the server declared in its last handshake
+	logLevel     string                  // the level last asked of the running process
+	era          string                  // "modern" or "legacy" after a handshake succeeded; "" to probe
+	relisten     context.CancelFunc      // ends a modern server's listen request, to send it again
+	instructions string                  // what the server told clients in its handshake
+	lastErr      string                  // why it is not ready, for errors and /healthz
+	lastExit     string                  // how its last process ended
+	restarts     int                     // processes started after the first
+	readyAt      time.Time
+	retryAt      time.Time     // when a failed backend is tried again
+	firstDone    chan struct{} // closed when the first start has succeeded or failed
+	firstOnce    sync.Once
 
 	metrics callMetrics
 
@@ -576,6 +577,7 @@ func (b *backend) discover(ctx context.Context, m *mux, known bool) (capabilitie
 	var res struct {
 		SupportedVersions []string     `json:"supportedVersions"`
 		Capabilities      capabilities `json:"capabilities"`
+		Instructions      string       `json:"instructions"`
 		Meta              map[string]struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -586,6 +588,9 @@ func (b *backend) discover(ctx context.Context, m *mux, known bool) (capabilitie
 		return nil, false
 	}
 	m.modern.Store(true)
+	b.mu.Lock()
+	b.instructions = res.Instructions
+	b.mu.Unlock()
 	info := res.Meta[metaServerInfo]
 	b.log.Info("discovered", "serverName", info.Name, "serverVersion", info.Version, "protocolVersion", modernVersion)
 	if res.Capabilities == nil {
@@ -606,6 +611,7 @@ func (b *backend) initialize(ctx context.Context, m *mux) (capabilities, error) 
 	var init struct {
 		ProtocolVersion string       `json:"protocolVersion"`
 		Capabilities    capabilities `json:"capabilities"`
+		Instructions    string       `json:"instructions"`
 		ServerInfo      struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -625,6 +631,9 @@ func (b *backend) initialize(ctx context.Context, m *mux) (capabilities, error) 
 	if init.Capabilities == nil {
 		init.Capabilities = capabilities{}
 	}
+	b.mu.Lock()
+	b.instructions = init.Instructions
+	b.mu.Unlock()
 	return init.Capabilities, nil
 }
 

@@ -19,6 +19,8 @@
 //		Answer initialize with protocol version V whatever the client asks.
 //		Otherwise the client's version is echoed if it is one of 2024-11-05,
 //		2025-03-26, 2025-06-18 or 2025-11-25, and 2025-11-25 is used if not.
+//	-instructions TEXT
+//		Answer initialize with TEXT as the server's instructions.
 //	-ignore-method M
 //		Record requests of method M and never answer them (a server that
 //		ignores requests it does not know, such as server/discover).
@@ -402,6 +404,7 @@ type options struct {
 	prefix                   string
 	protocolVersion          string
 	ignoreMethod             string
+	instructions             string
 	era                      string
 	extraTools               int
 	pageSize                 int
@@ -432,6 +435,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.prefix, "prefix", "", "`string` prepended to every tool name")
 	fs.StringVar(&o.protocolVersion, "protocol-version", "", "answer initialize with this `version` whatever the client asks")
 	fs.StringVar(&o.ignoreMethod, "ignore-method", "", "record requests of this `method` and never answer them")
+	fs.StringVar(&o.instructions, "instructions", "", "answer initialize with these `instructions` for clients")
 	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")

@@ -408,6 +408,7 @@ type initializeResult struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	} `json:"serverInfo"`
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // initialize answers initialize, unless told to crash or hang instead.
@@ -436,6 +437,7 @@ func (s *server) initialize(id, params json.RawMessage) {
 	r.Capabilities = s.capabilities()
 	r.ServerInfo.Name = s.opts.name
 	r.ServerInfo.Version = "1.0.0"
+	r.Instructions = s.opts.instructions
 	s.send(response{JSONRPC: "2.0", ID: id, Result: r})
 }
 
