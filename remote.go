@@ -416,6 +416,8 @@ func (c *remoteConn) post(o *outgoing) {
 	switch {
 	case r.answered || o.ctx.Err() != nil || errors.Is(err, io.ErrClosedPipe):
 		// Answered; or no one waits for the answer any more.
+	case r.invalid:
+		c.failed(o, "answered with a message that is not valid JSON-RPC")
 	case errors.Is(err, errTooBig):
 		c.writeLine(encodeErrorResponse(o.id, &wireError{Code: codeInternalError,
 			Message: fmt.Sprintf("server %q (%s) answered with a message over the %d-byte limit", c.name, c.shown, c.maxMessage)}))
@@ -641,6 +643,7 @@ type msgReader struct {
 	reqID    []byte       // the compact ID of the request answered; nil for the GET stream
 	onAnswer func([]byte) // if not nil, gets the answer to reqID before it is written, when it was held whole
 	answered bool         // a message answering reqID was written
+	invalid  bool         // a message that seemed to answer reqID was not valid JSON-RPC, and was dropped
 
 	// Where the scan is.
 	depth int  // of brackets, counting an array of messages
@@ -860,9 +863,23 @@ func (r *msgReader) emit(b []byte) error {
 func (r *msgReader) end() error {
 	r.inMsg = false
 	if r.answer && !r.method && r.reqID != nil && !r.idLong && bytes.Equal(r.id, r.reqID) {
-		r.answered = true
-		if !r.locked && r.onAnswer != nil {
-			r.onAnswer(r.buf)
+		switch {
+		case r.locked:
+			// Written in part already: the scan's word is all there is.
+			r.answered = true
+		case !isAnswerTo(r.buf, r.reqID):
+			// The mux would skip it as it skips any line it cannot decode,
+			// and the caller would wait for an answer that never comes:
+			// it is dropped here, and the request failed.
+			r.c.log.Warn("dropped an answer that is not valid JSON-RPC", "line", truncate(r.buf, 200))
+			r.invalid = true
+			r.buf = r.buf[:0]
+			return nil
+		default:
+			r.answered = true
+			if r.onAnswer != nil {
+				r.onAnswer(r.buf)
+			}
 		}
 	}
 	r.buf = append(r.buf, '\n')
@@ -877,6 +894,13 @@ func (r *msgReader) end() error {
 		r.buf = nil // what a large message grew is not kept for the next
 	}
 	return err
+}
+
+// isAnswerTo reports whether msg is what the mux takes as the answer to
+// the request with compact ID id.
+func isAnswerTo(msg, id []byte) bool {
+	m, err := decodeServerLine(msg)
+	return err == nil && m.Method == "" && (m.Result != nil || m.Error != nil) && bytes.Equal(compactRaw(m.ID), id)
 }
 
 // abort drops the message under way, if any, and starts afresh: a message
@@ -927,8 +951,9 @@ func (r *msgReader) readJSON(body io.Reader) error {
 // readSSE reads an event stream (text/event-stream): the data of each event
 // holds messages. Comments and fields other than data and id are ignored;
 // lines end with LF or CRLF. It returns nil at the end of the stream, or once
-// the request the response is for has been answered: a server should end the
-// stream then, and what it would still send is no one's. If lastID is not
+// the request the response is for has been answered (or answered with what
+// is not JSON-RPC): a server should end the stream then, and what it would
+// still send is no one's. If lastID is not
 // nil, it is set to the ID of each event that has one.
 func (r *msgReader) readSSE(body io.Reader, lastID *string) error {
 	br := bufio.NewReaderSize(body, remoteReadBuf)
@@ -966,7 +991,7 @@ func (r *msgReader) readSSE(body io.Reader, lastID *string) error {
 					*lastID = string(id)
 				}
 				hasData, id = false, nil
-				if r.answered {
+				if r.answered || r.invalid {
 					return nil
 				}
 			case content[0] == ':':

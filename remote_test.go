@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -19,10 +20,22 @@ import (
 	"time"
 )
 
+// remoteCallTimeout bounds every call and wait of these tests: an answer
+// the connection loses fails the test, saying so, instead of hanging it
+// until the package's timeout.
+const remoteCallTimeout = 2 * time.Minute
+
 // remoteMux runs a mux on c as a backend runs one on a child's pipes, and
 // closes the mux with c's error when c is over, as the supervisor's watch
 // must. When the test ends, c is closed and every goroutine joined.
 func remoteMux(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func(*wireMsg)) *mux {
+	t.Helper()
+	return remoteMuxLimit(t, c, stdout, onNotify, 32<<20)
+}
+
+// remoteMuxLimit is remoteMux with a mux that reads lines of at most
+// maxLine bytes.
+func remoteMuxLimit(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func(*wireMsg), maxLine int) *mux {
 	t.Helper()
 	if stdout == nil {
 		stdout = c.Stdout()
@@ -31,7 +44,7 @@ func remoteMux(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func(*wir
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); m.writeLoop(c.Stdin()) }()
-	go func() { defer wg.Done(); m.readLoop(stdout, 32<<20) }()
+	go func() { defer wg.Done(); m.readLoop(stdout, maxLine) }()
 	go func() {
 		defer wg.Done()
 		select {
@@ -68,11 +81,59 @@ func remoteInit(t *testing.T, m *mux) *wireMsg {
 // muxCallTool calls a tool through m and returns the answer.
 func muxCallTool(t *testing.T, ctx context.Context, m *mux, tool, args string) *wireMsg {
 	t.Helper()
-	a, err := m.Call(ctx, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
+	a, err := boundedCall(ctx, m, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
 	if err != nil {
 		t.Fatalf("tools/call %s: %v", tool, err)
 	}
 	return a
+}
+
+// boundedCall is m.Call, for at most remoteCallTimeout. A call that ends
+// with neither an answer nor an error by its deadline (ctx's, if sooner) had
+// its answer lost, which its error then says.
+func boundedCall(ctx context.Context, m *mux, method string, params json.RawMessage) (*wireMsg, error) {
+	ctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
+	defer cancel()
+	start := time.Now()
+	a, err := m.Call(ctx, method, params)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("neither an answer nor an error after %v: the answer to %s %s was lost",
+			time.Since(start).Round(time.Millisecond), method, truncate(params, 100))
+	}
+	return a, err
+}
+
+// within returns what ch receives, or fails the test if nothing comes in
+// remoteCallTimeout.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(remoteCallTimeout):
+		t.Fatalf("gave up after %v waiting for %s", remoteCallTimeout, what)
+		panic("unreachable")
+	}
+}
+
+// readLineWithin reads the next line of out, failing the test if none comes
+// in remoteCallTimeout. After a failure out must not be read again.
+func readLineWithin(t *testing.T, out *bufio.Reader) string {
+	t.Helper()
+	type read struct {
+		line string
+		err  error
+	}
+	ch := make(chan read, 1)
+	go func() {
+		line, err := out.ReadString('\n')
+		ch <- read{line, err}
+	}()
+	r := within(t, ch, "a line on Stdout: a message was lost")
+	if r.err != nil {
+		t.Fatalf("reading Stdout: %v", r.err)
+	}
+	return strings.TrimSuffix(r.line, "\n")
 }
 
 func TestRemoteCorralServesThroughTheMuxLikeAChild(t *testing.T) {
@@ -89,7 +150,8 @@ func TestRemoteCorralServesThroughTheMuxLikeAChild(t *testing.T) {
 	if sid, version := c.sessionNow(); sid == "" || version != "2025-11-25" {
 		t.Errorf("after initialize the session is %q and the version %q, want a session and 2025-11-25", sid, version)
 	}
-	ctx := t.Context()
+	ctx, cancelCalls := context.WithTimeout(t.Context(), remoteCallTimeout)
+	defer cancelCalls()
 	var tools struct{ Tools []struct{ Name string } }
 	if err := callInto(ctx, m, "tools/list", nil, &tools); err != nil {
 		t.Fatal(err)
@@ -152,7 +214,7 @@ func TestRemoteCallsRunConcurrentlyAndASlowOneHoldsUpNone(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			text := fmt.Sprintf("call %d", i)
-			a, err := m.Call(t.Context(), "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"echo","arguments":{"text":%q,"delay_ms":%d}}`, text, rand.IntN(20))))
+			a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"echo","arguments":{"text":%q,"delay_ms":%d}}`, text, rand.IntN(20))))
 			var r struct{ Content []struct{ Text string } }
 			if err == nil {
 				json.Unmarshal(a.Result, &r)
@@ -175,7 +237,7 @@ func TestRemoteCallsRunConcurrentlyAndASlowOneHoldsUpNone(t *testing.T) {
 
 	// Cancelling the slow call reaches the server as notifications/cancelled.
 	cancelSlow()
-	if err := <-slow; err != context.Canceled {
+	if err := within(t, slow, "the cancelled call to return"); err != context.Canceled {
 		t.Errorf("the cancelled call returned %v", err)
 	}
 	waitFor(t, 10*time.Second, "the server to record the cancellation", func() bool {
@@ -192,16 +254,15 @@ func TestRemoteLargeAnswersArriveWholeWhileOthersFlow(t *testing.T) {
 	m := remoteMux(t, c, nil, nil)
 	remoteInit(t, m)
 	// Answers larger than a reader holds are written as they arrive, under
-	// the stdout lock: lines of concurrent answers must never mix.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	// the stdout lock: lines of concurrent answers must never mix. The mux
+	// would skip mixed lines, and their calls would get no answer.
 	sizes := []int{8 << 20, 2 << 20, 2 << 20, 2 << 20, 1 << 20, 400 << 10, 10, 10, 10, 10}
 	var wg sync.WaitGroup
 	for _, size := range sizes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := m.Call(ctx, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, size)))
+			a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"big","arguments":{"bytes":%d}}`, size)))
 			if err != nil {
 				t.Errorf("big %d: %v", size, err)
 				return
@@ -252,7 +313,7 @@ func TestRemoteProgressArrivesBeforeTheAnswer(t *testing.T) {
 	m := remoteMux(t, c, io.TeeReader(c.Stdout(), rec), nil)
 	remoteInit(t, m)
 
-	a, err := m.Call(t.Context(), "tools/call", json.RawMessage(`{"name":"progress","arguments":{"steps":3},"_meta":{"progressToken":"tok"}}`))
+	a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(`{"name":"progress","arguments":{"steps":3},"_meta":{"progressToken":"tok"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,20 +481,19 @@ func TestRemoteResponsesBecomeOneLinePerMessage(t *testing.T) {
 	t.Cleanup(func() { c.Close(context.Background()) })
 	out := bufio.NewReader(c.Stdout())
 	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+		ok := t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprint(i + 1)
 			fmt.Fprintf(c.Stdin(), `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q}}`+"\n", id, tc.name)
 			for _, want := range tc.want {
 				want = strings.ReplaceAll(want, "424242", id)
-				line, err := out.ReadString('\n')
-				if err != nil {
-					t.Fatalf("reading Stdout: %v", err)
-				}
-				if got := strings.TrimSuffix(line, "\n"); got != want {
+				if got := readLineWithin(t, out); got != want {
 					t.Errorf("line on Stdout = %s, want %s", truncate([]byte(got), 300), truncate([]byte(want), 300))
 				}
 			}
 		})
+		if !ok {
+			break // Stdout may be out of step, or still read by a reader that gave up
+		}
 	}
 }
 
@@ -524,9 +584,7 @@ func TestRemoteRequestsCarryTheSessionAndTheModernHeaders(t *testing.T) {
 	roundTrip := func(line string) {
 		t.Helper()
 		io.WriteString(c.Stdin(), line+"\n")
-		if _, err := out.ReadString('\n'); err != nil {
-			t.Fatalf("reading the answer to %s: %v", line, err)
-		}
+		readLineWithin(t, out)
 	}
 	// tools/list is written before initialize is answered, in pieces that
 	// do not follow the lines: it must wait for the session all the same.
@@ -536,9 +594,7 @@ func TestRemoteRequestsCarryTheSessionAndTheModernHeaders(t *testing.T) {
 		io.WriteString(c.Stdin(), piece)
 	}
 	for range 2 {
-		if _, err := out.ReadString('\n'); err != nil {
-			t.Fatalf("reading an answer: %v", err)
-		}
+		readLineWithin(t, out)
 	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 	roundTrip(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"héllo wörld",` + meta + `}}`)
@@ -622,7 +678,7 @@ func TestRemoteGetStreamCarriesTheServersMessagesAndReconnects(t *testing.T) {
 			if got != want {
 				t.Errorf("notification %q arrived, want %q", got, want)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(remoteCallTimeout):
 			t.Fatalf("%s never arrived", want)
 		}
 	}
@@ -651,7 +707,7 @@ func TestRemoteServerWithoutAStreamIsAskedOnce(t *testing.T) {
 	c.retryMin, c.retryMax = time.Millisecond, time.Millisecond
 	m := remoteMux(t, c, nil, nil)
 	remoteInit(t, m)
-	<-asked
+	within(t, asked, "the GET")
 	// A few round trips give a stream that retried every millisecond the
 	// time to show it.
 	for range 5 {
@@ -682,9 +738,9 @@ func TestRemoteCancellationIsPostedThenTheRequestAborted(t *testing.T) {
 		_, err := m.Call(ctx, "tools/call", json.RawMessage(`{"name":"hang"}`))
 		done <- err
 	}()
-	<-started
+	within(t, started, "the server to receive the call")
 	cancel()
-	if err := <-done; err != context.Canceled {
+	if err := within(t, done, "the cancelled call to return"); err != context.Canceled {
 		t.Errorf("the cancelled call returned %v", err)
 	}
 	select {
@@ -708,7 +764,7 @@ func TestRemoteSessionExpiryEndsTheConnection(t *testing.T) {
 	c := dialRemote("test", tr.url, nil, nil, testLogger(t))
 	m := remoteMux(t, c, nil, nil)
 	remoteInit(t, m)
-	_, err := m.Call(t.Context(), "tools/call", json.RawMessage(`{"name":"x"}`))
+	_, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(`{"name":"x"}`))
 	shown := strings.TrimSuffix(tr.url, "?token=secret")
 	if err == nil || !strings.Contains(err.Error(), "session expired") || !strings.Contains(err.Error(), shown) {
 		t.Errorf("a call the server answered 404 for the session failed with %v, want the session expired, with the URL", err)
@@ -763,9 +819,9 @@ func TestRemoteCloseEndsTheSessionAndLeavesNoGoroutine(t *testing.T) {
 	c := dialRemote("test", tr.url, nil, nil, testLogger(t))
 	m := remoteMux(t, c, nil, nil)
 	remoteInit(t, m)
-	<-streaming
-	go m.Call(t.Context(), "tools/call", json.RawMessage(`{"name":"hang"}`))
-	<-hang
+	within(t, streaming, "the GET stream to open")
+	go boundedCall(t.Context(), m, "tools/call", json.RawMessage(`{"name":"hang"}`)) // until Close
+	within(t, hang, "the server to receive the call")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -788,5 +844,181 @@ func TestRemoteCloseEndsTheSessionAndLeavesNoGoroutine(t *testing.T) {
 	}
 	if left := remoteGoroutines(); len(left) > 0 {
 		t.Errorf("%d goroutines of the connection are left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+	}
+}
+
+// bigText returns n bytes of the text the large answers of these tests
+// carry: the alphabet, over and over.
+func bigText(n int) string {
+	var b strings.Builder
+	b.Grow(n)
+	for i := range n {
+		b.WriteByte(byte('a' + i%26))
+	}
+	return b.String()
+}
+
+// checkBigAnswer reports what is wrong with a, the answer to a call for
+// bigText(size), or "".
+func checkBigAnswer(a *wireMsg, size int) string {
+	var r struct{ Content []struct{ Text string } }
+	if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || len(r.Content) != 1 {
+		return fmt.Sprintf("answered %+v %s", a.Error, truncate(a.Result, 200))
+	}
+	if got := r.Content[0].Text; got != bigText(size) {
+		return fmt.Sprintf("answered %d bytes of text, not the %d expected", len(got), size)
+	}
+	return ""
+}
+
+func TestRemoteLargeAnswersInPiecesNeverMix(t *testing.T) {
+	t.Parallel()
+	// Every large answer sends a first part larger than a write to Stdout
+	// but smaller than what a reader holds, then waits until every other
+	// has sent its own, then sends the rest in pieces: their bytes arrive
+	// interleaved, and so would be written if they were not held.
+	const large, first = 4, remoteHeld / 2
+	var started sync.WaitGroup
+	started.Add(large)
+	allStarted := make(chan struct{})
+	go func() { started.Wait(); close(allStarted) }()
+	tr := newTestRemote(t, &testRemote{call: func(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
+		var p struct{ Arguments struct{ Bytes int } }
+		json.Unmarshal(msg.Params, &p)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, msg.ID, bigText(p.Arguments.Bytes))
+		w.Header().Set("Content-Type", "application/json")
+		if toolName(msg) == "small" {
+			io.WriteString(w, body)
+			return
+		}
+		rc := http.NewResponseController(w)
+		io.WriteString(w, body[:first])
+		rc.Flush()
+		started.Done()
+		select {
+		case <-allStarted:
+		case <-time.After(10 * time.Second): // let a broken client fail, not hang
+		case <-r.Context().Done():
+			return
+		}
+		for rest := body[first:]; len(rest) > 0; {
+			n := min(len(rest), 16<<10)
+			io.WriteString(w, rest[:n])
+			rc.Flush()
+			rest = rest[n:]
+		}
+	}})
+	c := dialRemote("test", tr.url, nil, nil, testLogger(t))
+	m := remoteMux(t, c, nil, nil)
+	remoteInit(t, m)
+	var wg sync.WaitGroup
+	call := func(tool string, size int) {
+		defer wg.Done()
+		a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{"bytes":%d}}`, tool, size)))
+		if err != nil {
+			t.Errorf("%s %d: %v", tool, size, err)
+		} else if what := checkBigAnswer(a, size); what != "" {
+			t.Errorf("%s %d %s", tool, size, what)
+		}
+	}
+	for i := range large {
+		wg.Add(2)
+		go call("large", 1<<20+i)
+		go call("small", 10+i)
+	}
+	wg.Wait()
+}
+
+func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
+	t.Parallel()
+	const muxLimit = 1 << 20
+	tr := newTestRemote(t, &testRemote{call: func(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
+		var p struct{ Arguments struct{ Bytes int } }
+		json.Unmarshal(msg.Params, &p)
+		w.Header().Set("Content-Type", "application/json")
+		answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, msg.ID, bigText(p.Arguments.Bytes))
+		rc := http.NewResponseController(w)
+		switch toolName(msg) {
+		case "sized":
+			for rest := answer; len(rest) > 0; {
+				n := min(len(rest), 32<<10)
+				io.WriteString(w, rest[:n])
+				rc.Flush()
+				rest = rest[n:]
+			}
+		case "invalid":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"ok":tru}}`, msg.ID)
+		case "invalidError":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":"not an error object"}`, msg.ID)
+		case "invalidEvent":
+			// The stream stays open after the answer: its reader must not wait.
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"ok\":[1,]}}\n\n", msg.ID)
+			rc.Flush()
+			<-r.Context().Done()
+		case "cutLarge":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: "+answer[:len(answer)/2])
+		case "droppedLarge":
+			io.WriteString(w, answer[:len(answer)/2])
+			rc.Flush()
+			panic(http.ErrAbortHandler) // the connection is cut
+		default:
+			io.WriteString(w, answer)
+		}
+	}})
+	shown := strings.TrimSuffix(tr.url, "?token=secret")
+	for _, tc := range []struct {
+		tool       string
+		bytes      int
+		maxMessage int64 // of the connection; 0 for the default
+		wantCode   int
+		want       string
+	}{
+		{"sized", 3 * muxLimit / 2, 0, codeInternalError, fmt.Sprintf("over the %d-byte line limit", muxLimit)},
+		{"sized", muxLimit - 1000, muxLimit / 2, codeInternalError, fmt.Sprintf("over the %d-byte limit", muxLimit/2)},
+		{"invalid", 0, 0, codeUnavailable, "not valid JSON-RPC"},
+		{"invalidError", 0, 0, codeUnavailable, "not valid JSON-RPC"},
+		{"invalidEvent", 0, 0, codeUnavailable, "not valid JSON-RPC"},
+		{"cutLarge", muxLimit / 2, 0, codeUnavailable, "no answer to the request"},
+		{"droppedLarge", muxLimit / 2, 0, codeUnavailable, "broke off its answer"},
+	} {
+		t.Run(fmt.Sprintf("%s %d", tc.tool, tc.bytes), func(t *testing.T) {
+			t.Parallel()
+			c := dialRemote("test", tr.url, nil, nil, testLogger(t))
+			if tc.maxMessage > 0 {
+				c.maxMessage = tc.maxMessage
+			}
+			m := remoteMuxLimit(t, c, nil, nil, muxLimit)
+			remoteInit(t, m)
+			// Calls that are answered flow around the one that fails.
+			var wg sync.WaitGroup
+			for i := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(fmt.Sprintf(`{"name":"sized","arguments":{"bytes":%d}}`, 1000*i)))
+					if err != nil {
+						t.Errorf("a call beside the failing one: %v", err)
+					} else if what := checkBigAnswer(a, 1000*i); what != "" {
+						t.Errorf("a call beside the failing one %s", what)
+					}
+				}()
+			}
+			a := muxCallTool(t, t.Context(), m, tc.tool, fmt.Sprintf(`{"bytes":%d}`, tc.bytes))
+			wg.Wait()
+			if a.Error == nil || a.Error.Code != tc.wantCode || !strings.Contains(a.Error.Message, tc.want) {
+				t.Fatalf("answered %+v %s, want error %d saying %q", a.Error, truncate(a.Result, 100), tc.wantCode, tc.want)
+			}
+			if tc.wantCode == codeUnavailable && !strings.Contains(a.Error.Message, shown) {
+				t.Errorf("failed with %q, which does not name the server's URL", a.Error.Message)
+			}
+			if what := checkBigAnswer(muxCallTool(t, t.Context(), m, "sized", `{"bytes":100}`), 100); what != "" {
+				t.Errorf("after the failure a call %s", what)
+			}
+			if c.Err() != nil {
+				t.Errorf("the failure ended the connection: %v", c.Err())
+			}
+		})
 	}
 }
