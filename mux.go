@@ -387,6 +387,7 @@ func (m *mux) dispatch(line []byte) {
 	msg, err := decodeServerLine(line)
 	if err != nil {
 		m.warn("skipping a line on stdout that is not JSON-RPC", "line", truncate(line, 200), "err", err)
+		m.failUndecodable(line, err)
 		return
 	}
 	switch {
@@ -555,6 +556,30 @@ func (m *mux) deliver(msg *wireMsg) {
 		// second answer to one.
 		m.log.Debug("dropping an answer to a request that is no longer pending", "id", id)
 	}
+}
+
+// failUndecodable fails the request a line that could not be decoded
+// seems to answer, found by its "id", rather than leave its caller waiting
+// for its deadline. A line with a "method" may be a request of the server's,
+// whose ID is the server's own, and is left alone.
+func (m *mux) failUndecodable(line []byte, why error) {
+	if bytes.Contains(line, []byte(`"method"`)) {
+		return
+	}
+	var sc idScanner
+	sc.feed(line)
+	id, err := strconv.ParseInt(string(sc.id()), 10, 64)
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	pc, ok := m.pending[id]
+	delete(m.pending, id)
+	if ok {
+		pc.answer <- &wireMsg{ID: sc.id(), Error: &wireError{Code: codeInternalError,
+			Message: fmt.Sprintf("server %q answered with a message that is not valid JSON-RPC (%v)", m.name, why)}}
+	}
+	m.mu.Unlock()
 }
 
 // failTooLong fails the request that a line over the limit answered.

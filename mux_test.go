@@ -215,6 +215,26 @@ func TestMuxSkipsLinesThatAreNotJSONRPC(t *testing.T) {
 	}
 }
 
+func TestMuxFailsTheRequestThatABrokenAnswerAnswers(t *testing.T) {
+	m, srv := newTestMux(t, 8, 1<<20)
+	broken := goCall(t.Context(), m, "tools/call", `{}`)
+	reqBroken := srv.read(t)
+	fine := goCall(t.Context(), m, "tools/call", `{}`)
+	reqFine := srv.read(t)
+	// Invalid JSON with the ID of a pending request: that request fails at
+	// once, not at its deadline. A broken request of the server's own that
+	// happens to carry the same ID is no answer, and fails nothing.
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"roots/list",`, reqFine.ID))
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":tru}}`, reqBroken.ID))
+	if r := <-broken; r.err != nil || r.msg.Error == nil || !strings.Contains(r.msg.Error.Message, "not valid JSON-RPC") {
+		t.Fatalf("call answered with broken JSON = %+v, %v; want an error saying so", r.msg, r.err)
+	}
+	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqFine.ID))
+	if r := <-fine; r.err != nil || r.msg.Error != nil {
+		t.Fatalf("the other call = %+v, %v; want its answer", r.msg, r.err)
+	}
+}
+
 func TestMuxFailsOnlyTheRequestThatATooLongLineAnswers(t *testing.T) {
 	big := strings.Repeat("x", 4096)
 	for _, tc := range []struct {
