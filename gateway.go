@@ -1036,8 +1036,9 @@ func (g *Gateway) wantedLogLevel() string {
 }
 
 // serverLog passes a server's log message to the sessions that asked for
-// messages of its level, with the server's name in its logger: "server", or
-// "server/logger" when the server named a logger.
+// messages of its level, and to the one modern request in flight to the
+// server that asked for them, with the server's name in its logger:
+// "server", or "server/logger" when the server named a logger.
 func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
 	var p struct {
 		Level  string `json:"level"`
@@ -1067,6 +1068,25 @@ func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
 	g.mu.Unlock()
 	for _, s := range to {
 		s.send(note)
+	}
+	// A modern client asks for log messages per request: they go on the
+	// stream of its request to this server, when there is exactly one.
+	var mine *related
+	b.mu.Lock()
+	m := b.mux
+	b.mu.Unlock()
+	if m != nil {
+		for _, r := range m.relatedCalls() {
+			if r.modern && r.logLevel != "" {
+				if mine != nil {
+					return // more than one: corral cannot tell whose it is
+				}
+				mine = r
+			}
+		}
+	}
+	if mine != nil && slices.Index(logLevels, mine.logLevel) <= level {
+		mine.send(note)
 	}
 }
 

@@ -1181,3 +1181,18 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestModernClientsGetLogMessagesOfTheirRequest(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"new": {"command":"FAKE","args":["-state","STATE","-name","new","-era","modern"]},
+		"old": {"command":"FAKE","args":["-state","STATE","-name","old"],"prefix":"old"}
+	}}`)
+	for _, tool := range []string{"log", "old__log"} {
+		params := `{"name":"` + tool + `","arguments":{"level":"error","data":"boom"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"warning"}}`
+		status, m, notes := modernPost(t, tg.url, "tools/call", params)
+		if status != 200 || text(t, m) != "logged" || len(notes) != 1 || notes[0].Method != "notifications/message" || !strings.Contains(string(notes[0].Params), `"data":"boom"`) {
+			t.Errorf("%s with logLevel: %d %s, notes %v; want the log message on the request's stream", tool, status, m.Result, notes)
+		}
+	}
+}
