@@ -36,6 +36,9 @@ type Adapter struct {
 	Transport      string     `json:"transport"`
 	URL            string     `json:"url"`
 	ToolName       string     `json:"toolName"`
+	PromptName     string     `json:"promptName"`
+	ResourceURI    string     `json:"resourceURI"`
+	Unsupported    []string   `json:"unsupported"`
 	Settings       []string   `json:"settings"`
 	ShutdownBound  string     `json:"shutdownBound"`
 	ReadyTimeout   string     `json:"readyTimeout"`
@@ -56,6 +59,22 @@ func (a *Adapter) has(setting string) bool {
 	}
 	return false
 }
+
+// supports reports whether the gateway serves an MCP feature the adapter may
+// declare it does not: see unsupportedFeatures.
+func (a *Adapter) supports(feature string) bool {
+	for _, f := range a.Unsupported {
+		if f == feature {
+			return false
+		}
+	}
+	return true
+}
+
+// unsupportedFeatures are the features an adapter may list in unsupported:
+// what a gateway may leave out by design. A case about a feature the adapter
+// lists is skipped.
+var unsupportedFeatures = []string{"resources", "prompts"}
 
 // The suite's shared state, set up once by TestMain.
 var (
@@ -85,6 +104,17 @@ func loadAdapter(path string) (*Adapter, error) {
 	}
 	if a.ToolName == "" {
 		a.ToolName = "{{.Tool}}"
+	}
+	if a.PromptName == "" {
+		a.PromptName = "{{.Prompt}}"
+	}
+	if a.ResourceURI == "" {
+		a.ResourceURI = "{{.URI}}"
+	}
+	for _, f := range a.Unsupported {
+		if !contains(unsupportedFeatures, f) {
+			return nil, fmt.Errorf("%s: unsupported: %q: want some of %q", path, f, unsupportedFeatures)
+		}
 	}
 	a.bound = 30 * time.Second
 	if a.ShutdownBound != "" {
@@ -126,6 +156,7 @@ type templateData struct {
 	TimeoutMS, StopGraceMS            int64
 	RestartDelayMS, ShutdownTimeoutMS int64
 	Server, Tool                      string // for toolName
+	Prompt, URI                       string // for promptName and resourceURI
 }
 
 // options are the gateway settings a case needs. A zero field is left to the
@@ -174,6 +205,16 @@ func renderPlain(text string, data templateData) string {
 // toolName is the name the gateway gives tool of server.
 func toolName(t *testing.T, server, tool string) string {
 	return render(t, "toolName", adapter.ToolName, templateData{Server: server, Tool: tool})
+}
+
+// promptName is the name the gateway gives prompt of server.
+func promptName(t *testing.T, server, prompt string) string {
+	return render(t, "promptName", adapter.PromptName, templateData{Server: server, Prompt: prompt})
+}
+
+// resourceURI is the URI the gateway gives resource uri of server.
+func resourceURI(t *testing.T, server, uri string) string {
+	return render(t, "resourceURI", adapter.ResourceURI, templateData{Server: server, URI: uri})
 }
 
 // shellQuote quotes words for a POSIX shell.
@@ -272,7 +313,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	if adapter.Transport == "stdio" {
 		g.stdin, _ = g.cmd.StdinPipe()
 		stdout, _ = g.cmd.StdoutPipe()
-		g.stdio = &dispatcher{}
+		g.stdio = &dispatcher{stream: "stdout"}
 	} else {
 		g.cmd.Stdout = g.cmd.Stderr
 	}
@@ -397,6 +438,7 @@ func (g *gateway) waitExit(d time.Duration) bool {
 type session struct {
 	g    *gateway
 	conn conn
+	in   *inbox // what the session receives besides the answers it waits for
 }
 
 // conn carries JSON-RPC messages to the gateway and back.
@@ -422,7 +464,13 @@ type message struct {
 // newSession opens a session and initializes it, failing the test on error.
 func (g *gateway) newSession() *session {
 	g.t.Helper()
-	s, err := g.trySession()
+	return g.newSessionWith(map[string]any{})
+}
+
+// newSessionWith is newSession for a client that declares capabilities.
+func (g *gateway) newSessionWith(capabilities map[string]any) *session {
+	g.t.Helper()
+	s, err := g.trySessionWith(capabilities)
 	if err != nil {
 		fatal(g.t, "opening a session: %v", err)
 	}
@@ -431,24 +479,32 @@ func (g *gateway) newSession() *session {
 }
 
 // trySession opens a session and initializes it.
-func (g *gateway) trySession() (*session, error) {
+func (g *gateway) trySession() (*session, error) { return g.trySessionWith(map[string]any{}) }
+
+// trySessionWith is trySession for a client that declares capabilities.
+func (g *gateway) trySessionWith(capabilities map[string]any) (*session, error) {
+	in := newInbox()
 	var c conn
 	var err error
 	switch adapter.Transport {
 	case "http":
-		c = &httpConn{url: g.url}
+		c = &httpConn{url: g.url, other: in.add}
 	case "sse":
-		c, err = dialSSE(g.url)
+		var sc *sseConn
+		if sc, err = dialSSE(g.url, in.add); err == nil {
+			c = sc
+		}
 	case "stdio":
+		g.stdio.setOther(in.add) // one session: the latest gets everything
 		c = &stdioConn{w: g.stdin, d: g.stdio}
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &session{g: g, conn: c}
+	s := &session{g: g, conn: c, in: in}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := s.request(ctx, `0`, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+	if _, err := s.request(ctx, `0`, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": capabilities,
 		"clientInfo": map[string]string{"name": "corral-conformance", "version": "1"}}); err != nil {
 		c.close()
 		return nil, fmt.Errorf("initialize: %w", err)
@@ -555,9 +611,10 @@ var shortClient = &http.Client{Timeout: 15 * time.Second}
 
 // httpConn speaks Streamable HTTP.
 type httpConn struct {
-	url string
-	sid string
-	mu  sync.Mutex
+	url   string
+	sid   string
+	mu    sync.Mutex
+	other func(stream string, data []byte) // messages on a POST's stream but the answer
 }
 
 // post sends body and returns the response. The caller closes its body.
@@ -591,7 +648,7 @@ func (c *httpConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte
 		c.mu.Unlock()
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return readSSEAnswer(resp.Body, id)
+		return readSSEAnswer(resp.Body, id, c.other)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -655,13 +712,18 @@ func sseEvents(r io.Reader, f func(event, data string) bool) error {
 }
 
 // readSSEAnswer reads an SSE response until the message with raw ID id.
-func readSSEAnswer(r io.Reader, id string) ([]byte, error) {
+// Every other message on it goes to other, if not nil, in order, before the
+// answer is returned.
+func readSSEAnswer(r io.Reader, id string, other func(stream string, data []byte)) ([]byte, error) {
 	var answer []byte
 	err := sseEvents(r, func(_, data string) bool {
 		var m message
 		if json.Unmarshal([]byte(data), &m) == nil && m.Method == "" && sameID(m.ID, id) {
 			answer = []byte(data)
 			return false
+		}
+		if other != nil {
+			other("POST", []byte(data))
 		}
 		return true
 	})
@@ -682,10 +744,20 @@ func sameID(got json.RawMessage, sent string) bool {
 }
 
 // dispatcher matches answers read from a stream to the requests waiting.
+// Other messages (notifications, the server's requests) go to other, if set,
+// in the order read.
 type dispatcher struct {
 	mu      sync.Mutex
 	waiting map[string]chan []byte
 	err     error
+	stream  string // the stream's name, for other
+	other   func(stream string, data []byte)
+}
+
+func (d *dispatcher) setOther(f func(stream string, data []byte)) {
+	d.mu.Lock()
+	d.other = f
+	d.mu.Unlock()
 }
 
 func (d *dispatcher) wait(id string) chan []byte {
@@ -701,7 +773,19 @@ func (d *dispatcher) wait(id string) chan []byte {
 
 func (d *dispatcher) deliver(data []byte) {
 	var m message
-	if json.Unmarshal(data, &m) != nil || m.Method != "" || m.ID == nil {
+	if json.Unmarshal(data, &m) != nil {
+		return
+	}
+	if m.Method != "" {
+		d.mu.Lock()
+		other, stream := d.other, d.stream
+		d.mu.Unlock()
+		if other != nil {
+			other(stream, data)
+		}
+		return
+	}
+	if m.ID == nil {
 		return
 	}
 	d.mu.Lock()
@@ -755,7 +839,7 @@ type sseConn struct {
 	d        dispatcher
 }
 
-func dialSSE(url string) (*sseConn, error) {
+func dialSSE(url string, other func(stream string, data []byte)) (*sseConn, error) {
 	// The stream lives as long as the connection; close cancels it.
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -772,7 +856,7 @@ func dialSSE(url string) (*sseConn, error) {
 		cancel()
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	c := &sseConn{body: resp.Body, cancel: cancel}
+	c := &sseConn{body: resp.Body, cancel: cancel, d: dispatcher{stream: "SSE", other: other}}
 	endpoint := make(chan string, 1)
 	go func() {
 		err := sseEvents(resp.Body, func(event, data string) bool {
@@ -846,3 +930,133 @@ func (c *stdioConn) notify(msg []byte) error {
 }
 
 func (c *stdioConn) close() {}
+
+// --- what a session receives besides its answers ---
+
+// received is a notification or a request of the server's that a session
+// received, with the stream it came on: "POST" (the event stream of the
+// response to one of the session's requests), "GET" (the session's own
+// stream of Streamable HTTP), "SSE" (the one stream of the SSE transport) or
+// "stdout" (the gateway's, with the stdio transport).
+type received struct {
+	stream string
+	data   []byte
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// inbox collects, in the order they arrive, the messages a session receives
+// that are not the answers it waits for.
+type inbox struct {
+	mu   sync.Mutex
+	msgs []received
+	more chan struct{} // closed at each arrival, then replaced
+}
+
+func newInbox() *inbox { return &inbox{more: make(chan struct{})} }
+
+func (b *inbox) add(stream string, data []byte) {
+	r := received{stream: stream, data: append([]byte(nil), data...)}
+	if json.Unmarshal(data, &r) != nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.msgs = append(b.msgs, r)
+	close(b.more)
+	b.more = make(chan struct{})
+}
+
+// all returns what has arrived so far.
+func (b *inbox) all() []received {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]received(nil), b.msgs...)
+}
+
+// await waits until cond holds for what has arrived, or ctx ends, and
+// returns what has arrived and whether cond holds.
+func (b *inbox) await(ctx context.Context, cond func([]received) bool) ([]received, bool) {
+	for {
+		b.mu.Lock()
+		msgs, more := append([]received(nil), b.msgs...), b.more
+		b.mu.Unlock()
+		if cond(msgs) {
+			return msgs, true
+		}
+		select {
+		case <-more:
+		case <-ctx.Done():
+			return msgs, false
+		}
+	}
+}
+
+// listen opens the session's own event stream (the GET stream of
+// Streamable HTTP), whose messages go to the session's inbox until the test
+// ends. A gateway need not offer one (it may answer 405); then listen says
+// so in the log and returns. With the other transports every message comes
+// on the session's one stream already.
+func (s *session) listen(t *testing.T) {
+	c, ok := s.conn.(*httpConn)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	c.mu.Lock()
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	c.mu.Unlock()
+	headers := time.AfterFunc(15*time.Second, cancel) // a gateway that never answers
+	resp, err := http.DefaultClient.Do(req)
+	headers.Stop()
+	if err != nil {
+		cancel()
+		t.Logf("the session's GET stream: %v", err)
+		return
+	}
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		resp.Body.Close()
+		cancel()
+		t.Logf("the gateway offers no GET stream: %s %s", resp.Status, body)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sseEvents(resp.Body, func(_, data string) bool {
+			s.in.add("GET", []byte(data))
+			return true
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		<-done
+	})
+}
+
+// send sends the session a message that is not a request (a notification,
+// or an answer to a request of the server's), and fails if the gateway
+// refuses it.
+func (s *session) send(msg []byte) error {
+	c, ok := s.conn.(*httpConn)
+	if !ok {
+		return s.conn.notify(msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := c.post(ctx, msg)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %s: %s", resp.Status, truncate(body))
+	}
+	return nil
+}

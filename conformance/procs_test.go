@@ -34,6 +34,8 @@ type fakeEvent struct {
 	Tool      string          `json:"tool"`
 	ID        json.RawMessage `json:"id"`
 	RequestID json.RawMessage `json:"requestId"`
+	// ProgressToken is a tools/call's params._meta.progressToken.
+	ProgressToken json.RawMessage `json:"progressToken"`
 }
 
 // processes returns every process recorded in dir, oldest first.
