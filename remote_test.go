@@ -1007,10 +1007,14 @@ func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
 			}
 			a := muxCallTool(t, t.Context(), m, tc.tool, fmt.Sprintf(`{"bytes":%d}`, tc.bytes))
 			wg.Wait()
-			if a.Error == nil || a.Error.Code != tc.wantCode || !strings.Contains(a.Error.Message, tc.want) {
+			// A large answer is passed to the mux as it arrives; when it
+			// breaks off after part of it, the mux may see the broken line
+			// first and fail the call itself.
+			byMux := a.Error != nil && tc.bytes > 256<<10 && a.Error.Code == codeInternalError && strings.Contains(a.Error.Message, "not valid JSON-RPC")
+			if !byMux && (a.Error == nil || a.Error.Code != tc.wantCode || !strings.Contains(a.Error.Message, tc.want)) {
 				t.Fatalf("answered %+v %s, want error %d saying %q", a.Error, truncate(a.Result, 100), tc.wantCode, tc.want)
 			}
-			if tc.wantCode == codeUnavailable && !strings.Contains(a.Error.Message, shown) {
+			if !byMux && tc.wantCode == codeUnavailable && !strings.Contains(a.Error.Message, shown) {
 				t.Errorf("failed with %q, which does not name the server's URL", a.Error.Message)
 			}
 			if what := checkBigAnswer(muxCallTool(t, t.Context(), m, "sized", `{"bytes":100}`), 100); what != "" {
