@@ -46,6 +46,9 @@ type Gateway struct {
 	// reloadMu orders Reload and Stop.
 	reloadMu sync.Mutex
 
+	// catMu orders the rebuilds of the catalog.
+	catMu sync.Mutex
+
 	mu         sync.Mutex
 	lastHealth string // the last summary logged
 	cat        *catalog
@@ -258,6 +261,10 @@ func (g *Gateway) backendChanged() {
 // rebuildCatalog recomputes the catalog from the backends' lists and tells
 // every session of each list that changed.
 func (g *Gateway) rebuildCatalog() {
+	// One rebuild at a time: two built concurrently could be installed in
+	// the wrong order, and the older would hide a server's new lists.
+	g.catMu.Lock()
+	defer g.catMu.Unlock()
 	cat, collisions := buildCatalog(g.backendList())
 	g.mu.Lock()
 	old := g.cat
