@@ -862,8 +862,9 @@ func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *back
 	start := time.Now()
 	answer, err := b.call(ctx, msg.Method, params, rel)
 	// A modern server may ask for the client's input first; a legacy client
-	// is asked with requests of its own era.
-	for round := 0; err == nil && answer.Error == nil; round++ {
+	// is asked with requests of its own era. Only a modern server's result
+	// can be such a request, so a legacy server's answer is not scanned.
+	for round := 0; err == nil && answer.Error == nil && b.isModern(); round++ {
 		ir := asInputRequired(answer.Result)
 		if ir == nil {
 			break

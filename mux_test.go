@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // pipeServer plays the server end of a mux over in-memory pipes.
@@ -226,8 +227,13 @@ func TestMuxFailsTheRequestThatABrokenAnswerAnswers(t *testing.T) {
 	// happens to carry the same ID is no answer, and fails nothing.
 	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"roots/list",`, reqFine.ID))
 	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":tru}}`, reqBroken.ID))
-	if r := <-broken; r.err != nil || r.msg.Error == nil || !strings.Contains(r.msg.Error.Message, "not valid JSON-RPC") {
-		t.Fatalf("call answered with broken JSON = %+v, %v; want an error saying so", r.msg, r.err)
+	select {
+	case r := <-broken:
+		if r.err != nil || r.msg.Error == nil || !strings.Contains(r.msg.Error.Message, "not valid JSON-RPC") {
+			t.Fatalf("call answered with broken JSON = %+v, %v; want an error saying so", r.msg, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call answered with broken JSON still waits: it was not failed")
 	}
 	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqFine.ID))
 	if r := <-fine; r.err != nil || r.msg.Error != nil {

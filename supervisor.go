@@ -208,11 +208,7 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 		return 0, err
 	}
 	refresh := make(chan struct{}, 1)
-	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
-	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
-	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
-		m.notes.limit = n
-	}
+	m := b.newMux(refresh)
 	b.mu.Lock()
 	b.proc, b.mux, b.logLevel = p, m, ""
 	b.mu.Unlock()
@@ -230,10 +226,30 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	}()
 	go func() { defer wg.Done(); b.watch(p, m, stdoutDone) }()
 	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
+	return b.serve(m, &wg, func() { p.Stop(b.hurry) })
+}
 
+// newMux returns a mux for a run of the server: its notifications and
+// requests go to the backend and the gateway; refresh is poked when a list
+// changes.
+func (b *backend) newMux(refresh chan<- struct{}) *mux {
+	var m *mux
+	m = newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
+	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
+	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
+		m.notes.limit = n
+	}
+	return m
+}
+
+// serve completes the handshake over m, whose reading and writing wg
+// already runs, and serves until m closes; then it stops the server with
+// stop, waits for wg, and returns how long the server was ready and why it
+// ended. Local and remote servers differ only in what runs in wg and in stop.
+func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.Duration, err error) {
 	if err := b.handshake(m); err != nil {
 		m.close(unavailable("server %q: %v", b.name, err))
-		p.Stop(b.hurry)
+		stop()
 		wg.Wait()
 		return 0, err
 	}
@@ -244,7 +260,7 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	b.setState(stateReady, "")
 
 	wg.Add(2)
-	go func() { defer wg.Done(); b.pingLoop(func() { p.Stop(b.hurry) }, m) }()
+	go func() { defer wg.Done(); b.pingLoop(stop, m) }()
 	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
 	if m.modern.Load() {
 		wg.Add(1)
@@ -252,7 +268,7 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 	}
 	<-m.done
 	readyFor = time.Since(readyAt)
-	p.Stop(b.hurry)
+	stop()
 	wg.Wait()
 	return readyFor, m.err // set once done is closed
 }
@@ -269,11 +285,7 @@ func (b *backend) runRemote() (readyFor time.Duration, err error) {
 	}
 	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
 	refresh := make(chan struct{}, 1)
-	m := newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
-	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
-	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
-		m.notes.limit = n
-	}
+	m := b.newMux(refresh)
 	b.mu.Lock()
 	b.remote, b.mux, b.logLevel = rc, m, ""
 	b.mu.Unlock()
@@ -298,30 +310,7 @@ func (b *backend) runRemote() (readyFor time.Duration, err error) {
 		}
 	}()
 	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
-
-	if err := b.handshake(m); err != nil {
-		m.close(unavailable("server %q: %v", b.name, err))
-		closeConn()
-		wg.Wait()
-		return 0, err
-	}
-	readyAt := time.Now()
-	b.mu.Lock()
-	b.readyAt = readyAt
-	b.mu.Unlock()
-	b.setState(stateReady, "")
-	wg.Add(2)
-	go func() { defer wg.Done(); b.pingLoop(closeConn, m) }()
-	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
-	if m.modern.Load() {
-		wg.Add(1)
-		go func() { defer wg.Done(); b.listenLoop(m) }()
-	}
-	<-m.done
-	readyFor = time.Since(readyAt)
-	closeConn()
-	wg.Wait()
-	return readyFor, m.err
+	return b.serve(m, &wg, closeConn)
 }
 
 // httpClient returns the client for a remote server: no overall timeout
