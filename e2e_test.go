@@ -37,9 +37,25 @@ type corralProc struct {
 // its backends is left.
 func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
 	t.Helper()
+	return startCorralUnder(t, nil, nil, configJSON, args...)
+}
+
+// startCorralUnder is startCorral with corral's command line run by the
+// command wrap (such as a shell or unshare), if not empty, with the
+// variables env added to the environment. The wrapper gets a process group of
+// its own, killed whole when the test ends.
+func startCorralUnder(t *testing.T, wrap, env []string, configJSON string, args ...string) *corralProc {
+	t.Helper()
 	dir := stateDir(t)
 	path := writeConfig(t, configJSON, dir)
-	cmd := exec.Command(corralBin, append([]string{"-config", path}, args...)...)
+	argv := append(append(append([]string{}, wrap...), corralBin, "-config", path), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if len(wrap) > 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	stdin, _ := cmd.StdinPipe()
 	// A pipe of our own for stdout: Wait would close a StdoutPipe's read
 	// end, and a test may read what corral wrote after it exited.
@@ -75,6 +91,9 @@ func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
 		close(c.exited)
 	}()
 	t.Cleanup(func() {
+		if len(wrap) > 0 {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		cmd.Process.Kill()
 		<-c.exited
 		if t.Failed() {
@@ -91,6 +110,19 @@ func startCorral(t *testing.T, configJSON string, args ...string) *corralProc {
 func (c *corralProc) waitLog(re string) []string {
 	c.t.Helper()
 	rx := regexp.MustCompile(re)
+	var m []string
+	c.scanLog(fmt.Sprintf("logging %q", re), func(line string) bool {
+		m = rx.FindStringSubmatch(line)
+		return m != nil
+	})
+	return m
+}
+
+// scanLog calls done with each of corral's log lines in order, from the
+// first, until it returns true; it waits for new lines meanwhile. It fails
+// the test if corral exits first, or after 30s.
+func (c *corralProc) scanLog(what string, done func(line string) bool) {
+	c.t.Helper()
 	timeout := time.After(30 * time.Second)
 	for i := 0; ; {
 		c.mu.Lock()
@@ -98,27 +130,33 @@ func (c *corralProc) waitLog(re string) []string {
 		c.mu.Unlock()
 		for _, line := range lines {
 			i++
-			if m := rx.FindStringSubmatch(line); m != nil {
-				return m
+			if done(line) {
+				return
 			}
 		}
 		select {
 		case <-logged:
 		case <-c.exited:
-			c.t.Fatalf("corral exited (%v) before logging %q", c.err, re)
+			c.t.Fatalf("corral exited (%v) before %s", c.err, what)
 		case <-timeout:
-			c.t.Fatalf("corral did not log %q within 30s", re)
+			c.t.Fatalf("corral did not finish %s within 30s", what)
 		}
 	}
 }
 
-// waitHTTP waits until corral serves HTTP and every backend is ready.
+// waitHTTP waits until corral serves HTTP and the given number of distinct
+// servers have become ready.
 func (c *corralProc) waitHTTP(servers int) {
 	c.t.Helper()
 	c.url = c.waitLog(`serving MCP over Streamable HTTP.* url=(\S+)`)[1]
-	for range servers {
-		c.waitLog(`msg=state .*to=ready`)
-	}
+	rx := regexp.MustCompile(`msg=state .*server=(\S+) .*to=ready`)
+	ready := map[string]bool{}
+	c.scanLog(fmt.Sprintf("starting %d servers", servers), func(line string) bool {
+		if m := rx.FindStringSubmatch(line); m != nil {
+			ready[m[1]] = true
+		}
+		return len(ready) >= servers
+	})
 }
 
 // waitExit waits, at most d, for corral to exit and returns its exit code.

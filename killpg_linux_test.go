@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,12 +78,17 @@ func TestCorralSIGTERMLeavesNoProcessAndNoZombie(t *testing.T) {
 	c.waitHTTP(3)
 	corral := c.cmd.Process.Pid
 	// The double-forked daemon was orphaned at once: the subreaper got it.
+	daemons := 0
 	for _, s := range fakeProcesses(t, c.dir) {
 		if s.Role == "sleeper" && s.Name == "daemon" {
+			daemons++
 			if st, _ := readStat(s.PID); st.ppid != corral {
 				t.Errorf("the orphaned daemon's parent is %d, want corral (%d), its subreaper", st.ppid, corral)
 			}
 		}
+	}
+	if daemons != 1 {
+		t.Fatalf("%d daemons recorded by the server \"daemon\", want 1: the check of its parent checked nothing", daemons)
 	}
 	// A crash: corral kills the escaped grandchild and reaps it.
 	cl := connect(t, c.url)
@@ -150,22 +156,137 @@ func TestNewCorralKillsWhatACorralKilledWithSIGKILLLeft(t *testing.T) {
 	}
 }
 
-func TestInstanceMarkers(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("needs /proc")
+func TestInstanceMarkerNamesThisProcessInItsBootAndNamespaces(t *testing.T) {
+	self, err := selfIdentity()
+	if err != nil {
+		t.Skipf("this process cannot read its identity from /proc: %v", err)
 	}
-	self := newInstanceID()
-	if !instanceRunning(self) {
-		t.Errorf("instanceRunning(%q) = false for this process", self)
+	marker := newInstanceID()
+	got, ok := parseInstanceID(marker)
+	if !ok {
+		t.Fatalf("parseInstanceID(%q) failed", marker)
 	}
-	parts := strings.SplitN(self, ".", 3)
-	for _, dead := range []string{
-		parts[0] + "." + parts[1] + "1." + parts[2], // same PID, another start time: PID reused
-		"999999999.1.abcd",
+	got.tag = ""
+	if got != self {
+		t.Errorf("parseInstanceID(newInstanceID()) = %+v, want %+v", got, self)
+	}
+	for _, bad := range []string{
+		"999999.1.x", // an older corral's form: no boot or namespaces
+		strings.TrimSuffix(marker, "."+self.timeNS), // one field short
+		"x." + strings.SplitN(marker, ".", 2)[1],    // no PID
+		"",
 		"garbage",
 	} {
-		if instanceRunning(dead) {
-			t.Errorf("instanceRunning(%q) = true, want false", dead)
+		if id, ok := parseInstanceID(bad); ok {
+			t.Errorf("parseInstanceID(%q) = %+v, want failure", bad, id)
 		}
+	}
+}
+
+// markedSleeper starts a sleep with the given markers in its environment
+// (none where empty) and returns its PID. It is killed when the test ends.
+func markedSleeper(t *testing.T, instance, server string) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = withoutVars(os.Environ(), envInstance, envServer)
+	if instance != "" {
+		cmd.Env = append(cmd.Env, envInstance+"="+instance)
+	}
+	if server != "" {
+		cmd.Env = append(cmd.Env, envServer+"="+server)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// deadInstance returns the identity of an instance that ran in this boot and
+// these namespaces and no longer runs: a process that the test started and
+// reaped.
+func deadInstance(t *testing.T) instanceID {
+	t.Helper()
+	id, err := selfIdentity()
+	if err != nil {
+		t.Skipf("this process cannot read its identity from /proc: %v", err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, ok := processStartTime(cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !ok {
+		t.Fatal("cannot read the start time of a child")
+	}
+	id.pid, id.start, id.tag = cmd.Process.Pid, start, "dead"
+	return id
+}
+
+func TestLeftoverSweepKillsOnlyWhatItProvesALeftover(t *testing.T) {
+	dead := deadInstance(t)
+	other := func(change func(*instanceID)) string {
+		id := dead
+		change(&id)
+		return id.String()
+	}
+	for _, tc := range []struct {
+		name      string
+		instance  string
+		server    string
+		inherited bool   // the sweeper inherited the same marker
+		ancestor  bool   // the process counts as an ancestor of the sweeper
+		want      string // "killed", "" (not judged at all), or a part of why it was left
+	}{
+		{name: "a leftover of a dead instance of this boot and namespaces is killed", instance: dead.String(), server: "s", want: "killed"},
+		{name: "a process of a running instance is not touched", instance: newInstanceID(), server: "s", want: ""},
+		{name: "a marker of another PID namespace is left", instance: other(func(id *instanceID) { id.pidNS = "4:1" }), server: "s", want: "namespace"},
+		{name: "a marker of another time namespace is left", instance: other(func(id *instanceID) { id.timeNS = "4:1" }), server: "s", want: "namespace"},
+		{name: "a marker of another boot is left", instance: other(func(id *instanceID) { id.boot = "x" }), server: "s", want: "another boot"},
+		{name: "an older corral's marker, which names no namespace, is left", instance: "999999.1.x", server: "s", want: "does not name"},
+		{name: "a process without the server marker is left", instance: dead.String(), want: envServer},
+		{name: "a process older than the instance is left", instance: other(func(id *instanceID) { id.start += 1 << 40 }), server: "s", want: "started before"},
+		{name: "a process with the marker corral inherited is left", instance: dead.String(), server: "s", inherited: true, want: "inherited"},
+		{name: "an ancestor of corral is left", instance: dead.String(), server: "s", ancestor: true, want: "ancestor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pid := markedSleeper(t, tc.instance, tc.server)
+			inherited := ""
+			if tc.inherited {
+				inherited = tc.instance
+			}
+			s, err := newSweeper(inherited)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.ancestor {
+				s.ancestors[pid] = true
+			}
+			got := s.sweep([]int{pid})
+			switch {
+			case tc.want == "":
+				if len(got) != 0 {
+					t.Errorf("sweep = %+v, want nothing killed or reported", got)
+				}
+			case len(got) != 1 || got[0].pid != pid:
+				t.Fatalf("sweep = %+v, want one verdict on %d", got, pid)
+			case tc.want == "killed":
+				if !got[0].killed {
+					t.Errorf("sweep left %d (%s), want it killed", pid, got[0].why)
+				}
+				waitFor(t, 5*time.Second, "the leftover to die", func() bool { return !alive(pid) })
+				return
+			case got[0].killed || !strings.Contains(got[0].why, tc.want):
+				t.Errorf("sweep = killed %v, why %q; want it left, why containing %q", got[0].killed, got[0].why, tc.want)
+			}
+			if !alive(pid) {
+				t.Errorf("process %d was killed; the sweep must leave it", pid)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -25,17 +26,23 @@ func becomeSubreaper() error { return errNotLinux }
 
 func processStartTime(pid int) (uint64, bool) { return 0, false }
 
+func selfIdentity() (instanceID, error) { return instanceID{pid: os.Getpid()}, errNotLinux }
+
 func zombieChildren() []int { return nil }
 
 func liveChildren() []int { return nil }
 
 func markedProcesses(instance, server string) []int { return nil }
 
+func sweepCandidate(pid int, instance, server string, orphans bool) bool { return false }
+
 type leftover struct {
 	pid      int
 	instance string
 	server   string
 	cmdline  string
+	killed   bool
+	why      string
 }
 
-func killLeftovers() []leftover { return nil }
+func killLeftovers(inherited string) ([]leftover, error) { return nil, nil }

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -43,38 +45,105 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 
 // The environment variables that mark every process corral starts and,
 // since the environment is inherited, every descendant of it, including one
-// that leaves the process group or outlives corral.
+// that leaves the process group or outlives corral. corral never passes on
+// the values it inherited itself: each server gets its own instance's.
 const (
-	envInstance = "CORRAL_INSTANCE" // the corral instance: "PID.START.RANDOM"
+	envInstance = "CORRAL_INSTANCE" // the corral instance: see instanceID
 	envServer   = "CORRAL_SERVER"   // the server's name
 )
 
-// newInstanceID returns the marker of this corral instance: its PID and start
-// time, by which a later corral tells whether it still runs, and random bits
-// that set apart two gateways in one process (as in tests).
+// instanceID names one corral instance for the life of the system. Its
+// string form is "PID.START.TAG.BOOT.PIDNS.TIMENS": corral before this form
+// read "PID.START." and ignored the rest, so it still judges the markers of a
+// newer corral as it did its own.
+//
+// The PID and start time name a process only in the PID namespace and the
+// time namespace they were read in (a PID is reused, and /proc shows start
+// times as offset by the reader's time namespace), and only in one boot, so
+// the marker carries all three: a sweeper that cannot check they are its own
+// cannot tell whether the instance runs.
+type instanceID struct {
+	pid    int    // in pidNS
+	start  uint64 // clock ticks since boot, as seen in timeNS
+	tag    string // random: sets apart two gateways in one process (as in tests)
+	boot   string // /proc/sys/kernel/random/boot_id
+	pidNS  string // "DEV:INODE" of /proc/self/ns/pid
+	timeNS string // "DEV:INODE" of /proc/self/ns/time, or "none" on a kernel without time namespaces
+}
+
+// String returns the marker, as put in envInstance.
+func (id instanceID) String() string {
+	return fmt.Sprintf("%d.%d.%s.%s.%s.%s", id.pid, id.start, id.tag, id.boot, id.pidNS, id.timeNS)
+}
+
+// parseInstanceID parses a marker. It reports false for anything that does
+// not name a PID, start time, boot and both namespaces: such a marker was
+// written by an older corral, by a corral that could not read /proc, or by
+// no corral at all, and cannot be judged.
+func parseInstanceID(s string) (instanceID, bool) {
+	f := strings.Split(s, ".")
+	if len(f) != 6 {
+		return instanceID{}, false
+	}
+	for _, v := range f {
+		if v == "" {
+			return instanceID{}, false
+		}
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return instanceID{}, false
+	}
+	return instanceID{pid: pid, start: start, tag: f[2], boot: f[3], pidNS: f[4], timeNS: f[5]}, true
+}
+
+// newInstanceID returns the marker of this corral instance. Where this
+// process cannot read its own identity (no /proc, or a /proc of another PID
+// namespace), the marker leaves out boot and namespaces, and no corral will
+// ever judge its processes leftovers.
 func newInstanceID() string {
 	var b [4]byte
 	rand.Read(b[:])
-	start, _ := processStartTime(os.Getpid())
-	return fmt.Sprintf("%d.%d.%s", os.Getpid(), start, hex.EncodeToString(b[:]))
-}
-
-// instanceRunning reports whether the corral instance with the given marker
-// is still running: a process with its PID and start time exists.
-func instanceRunning(instance string) bool {
-	var pid int
-	var start uint64
-	var rest string
-	if n, _ := fmt.Sscanf(instance, "%d.%d.%s", &pid, &start, &rest); n < 2 {
-		return false
-	}
-	got, ok := processStartTime(pid)
-	return ok && got == start
+	id, _ := selfIdentity()
+	id.tag = hex.EncodeToString(b[:])
+	return id.String()
 }
 
 // markerEnv returns the marker variables for a server of instance.
 func markerEnv(instance, server string) []string {
 	return []string{envInstance + "=" + instance, envServer + "=" + server}
+}
+
+// withoutVars returns env without the variables named; empty names are
+// ignored. It does not change env.
+func withoutVars(env []string, names ...string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "" || !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// killPinned sends SIGKILL to process pid if approve, which reads /proc/pid,
+// still approves it once the process is pinned. The process is pinned by a
+// pidfd (os.FindProcess on Linux 5.3 and later): if it is still alive after
+// approve returned, what approve read was its own and not that of a later
+// process that reused the PID, and the signal reaches it and no other.
+// Without pidfds, a PID reused in between is the window left.
+func killPinned(pid int, approve func() bool) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	defer p.Release()
+	if !approve() || p.Signal(syscall.Signal(0)) != nil {
+		return false
+	}
+	return p.Signal(syscall.SIGKILL) == nil
 }
 
 // orphanReaper makes corral a child subreaper, so that descendants orphaned
@@ -186,28 +255,30 @@ func (r *orphanReaper) Close() {
 // unless server is empty, of that server, other than live servers, and then
 // reaps the orphans among them. With server empty and a reaper, it also kills
 // every orphan adopted by corral, marked or not: only corral's descendants can
-// be re-parented to it. Killing a process may orphan children of its own, so
-// it sweeps until none is left. It returns the PIDs it killed.
+// be re-parented to it. Each process is checked again once pinned (killPinned).
+// Killing a process may orphan children of its own, so it sweeps until none is
+// left. Where /proc does not show this process's PID namespace it finds
+// nothing. It returns the PIDs it killed.
 func sweepMarked(instance, server string, r *orphanReaper) []int {
+	orphans := server == "" && r != nil
 	var killed []int
 	for range 10 {
 		candidates := markedProcesses(instance, server)
-		if server == "" && r != nil {
+		if orphans {
 			candidates = append(candidates, liveChildren()...)
 		}
-		var found []int
+		found := 0
 		for _, pid := range candidates {
-			if !r.isLive(pid) {
-				found = append(found, pid)
+			if r.isLive(pid) {
+				continue
 			}
-		}
-		if len(found) == 0 {
-			break
-		}
-		for _, pid := range found {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			found++
+			if killPinned(pid, func() bool { return sweepCandidate(pid, instance, server, orphans) && !r.isLive(pid) }) {
 				killed = append(killed, pid)
 			}
+		}
+		if found == 0 {
+			break
 		}
 		r.reap()
 	}

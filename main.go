@@ -128,9 +128,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	// Processes left by an earlier corral that was killed with SIGKILL:
-	// their marker names an instance that no longer runs.
-	for _, l := range killLeftovers() {
-		log.Warn("killed a process left by a corral that is no longer running", "pid", l.pid, "server", l.server, "instance", l.instance, "cmdline", l.cmdline)
+	// their marker names an instance that no longer runs. What the sweep
+	// cannot prove a leftover it leaves, and says so.
+	left, err := killLeftovers(os.Getenv(envInstance))
+	if err != nil {
+		log.Warn("not sweeping processes left by earlier corrals", "err", err)
+	}
+	for _, l := range left {
+		if l.killed {
+			log.Warn("killed a process left by a corral that is no longer running", "pid", l.pid, "server", l.server, "instance", l.instance, "cmdline", l.cmdline)
+		} else {
+			log.Warn("left a process marked by another corral: it is not proven a leftover", "pid", l.pid, "why", l.why, "server", l.server, "instance", l.instance, "cmdline", l.cmdline)
+		}
 	}
 	reaper, err := newOrphanReaper(log)
 	if err != nil {

@@ -459,7 +459,9 @@ func (b *backend) processSpec() processSpec {
 	if dir != "" && !filepath.IsAbs(dir) && b.gcfg.file != "" {
 		dir = filepath.Join(filepath.Dir(b.gcfg.file), dir)
 	}
-	env := os.Environ()
+	// Neither the markers corral inherited nor the variable holding its
+	// bearer token reach a server, unless the server's env names them.
+	env := withoutVars(os.Environ(), envInstance, envServer, b.gcfg.AuthTokenEnv)
 	keys := make([]string, 0, len(b.cfg.Env))
 	for k := range b.cfg.Env {
 		keys = append(keys, k)
