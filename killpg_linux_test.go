@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,11 +184,22 @@ func TestInstanceMarkerNamesThisProcessInItsBootAndNamespaces(t *testing.T) {
 	}
 }
 
+// sleeperUID is the user markedSleeper runs its processes as, if this
+// process may: no corral of this user, which other tests and other people
+// run on this machine, then sweeps them.
+const sleeperUID = 65534 // nobody
+
 // markedSleeper starts a sleep with the given markers in its environment
-// (none where empty) and returns its PID. It is killed when the test ends.
-func markedSleeper(t *testing.T, instance, server string) int {
+// (none where empty) and returns its PID and its user. It is killed when the
+// test ends.
+func markedSleeper(t *testing.T, instance, server string) (pid int, uid uint32) {
 	t.Helper()
 	cmd := exec.Command("sleep", "60")
+	uid = uint32(os.Getuid())
+	if uid == 0 {
+		uid = sleeperUID
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	}
 	cmd.Env = withoutVars(os.Environ(), envInstance, envServer)
 	if instance != "" {
 		cmd.Env = append(cmd.Env, envInstance+"="+instance)
@@ -202,7 +214,7 @@ func markedSleeper(t *testing.T, instance, server string) int {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return cmd.Process.Pid
+	return cmd.Process.Pid, uid
 }
 
 // deadInstance returns the identity of an instance that ran in this boot and
@@ -255,7 +267,7 @@ func TestLeftoverSweepKillsOnlyWhatItProvesALeftover(t *testing.T) {
 		{name: "an ancestor of corral is left", instance: dead.String(), server: "s", ancestor: true, want: "ancestor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid := markedSleeper(t, tc.instance, tc.server)
+			pid, uid := markedSleeper(t, tc.instance, tc.server)
 			inherited := ""
 			if tc.inherited {
 				inherited = tc.instance
@@ -264,6 +276,7 @@ func TestLeftoverSweepKillsOnlyWhatItProvesALeftover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			s.uid = uid // the sleeper's user: as if it ran the sweep
 			if tc.ancestor {
 				s.ancestors[pid] = true
 			}
@@ -289,4 +302,157 @@ func TestLeftoverSweepKillsOnlyWhatItProvesALeftover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// childrenOf returns the PIDs of the live children of pid.
+func childrenOf(pid int) []int {
+	var pids []int
+	for _, p := range allPIDs() {
+		if st, ok := readStat(p); ok && st.ppid == pid && st.state != 'Z' {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// unshareArgs run a command as the first process of a new PID namespace,
+// with a /proc of its own, killed if unshare dies.
+var unshareArgs = []string{"unshare", "--pid", "--fork", "--mount-proc", "--kill-child"}
+
+// needPIDNamespace skips the test unless this user can make PID namespaces.
+func needPIDNamespace(t *testing.T, alternative string) {
+	t.Helper()
+	if out, err := exec.Command(unshareArgs[0], append(unshareArgs[1:], "true")...).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a PID namespace here (%v: %s); %s", err, out, alternative)
+	}
+}
+
+func TestLeftoverSweepSparesCorralsAncestorsAndSiblings(t *testing.T) {
+	t.Parallel()
+	const (
+		withSibling  = `sleep 60 & "$0" "$@"; exit $?`
+		ancestorOnly = `env -u ` + envInstance + ` -u ` + envServer + ` "$0" "$@"; exit $?`
+	)
+	for _, tc := range []struct {
+		name string
+		// inPIDNamespace runs the case in a PID namespace of its own, under
+		// a marker that names a dead instance there; else on the host under
+		// marker. A corral elsewhere would rightly kill a process marked by a
+		// dead instance it can judge, so only a namespace keeps it to this test.
+		inPIDNamespace bool
+		marker         string
+		script         string            // runs corral as "$0" "$@"
+		children       int               // of the shell, corral included
+		wantLeft       map[string]string // command line -> part of why it was left
+	}{
+		{name: "the issue's marker, which names no corral, on corral's shell and its sibling",
+			marker: "999999.1.x", script: withSibling, children: 2,
+			wantLeft: map[string]string{"sh -c": "does not name", "sleep 60": "does not name"}},
+		{name: "a dead corral's marker, on corral's shell and its sibling",
+			inPIDNamespace: true, script: withSibling, children: 2,
+			wantLeft: map[string]string{"sh -c": "inherited", "sleep 60": "inherited"}},
+		{name: "a dead corral's marker on an ancestor, not on corral",
+			inPIDNamespace: true, script: ancestorOnly, children: 1,
+			wantLeft: map[string]string{"sh -c": "ancestor"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			wrap := []string{"sh", "-c", tc.script}
+			env := []string{envInstance + "=" + tc.marker, envServer + "=x"}
+			if tc.inPIDNamespace {
+				needPIDNamespace(t, "TestLeftoverSweepKillsOnlyWhatItProvesALeftover checks the same rules in process")
+				// The marker of a process that ran and was reaped in the new
+				// namespace, put on a shell that runs the case.
+				marker := `"$!.1.t.$(cat /proc/sys/kernel/random/boot_id).$(stat -L -c %d:%i /proc/self/ns/pid).$(stat -L -c %d:%i /proc/self/ns/time)"`
+				wrap = append(append([]string{}, unshareArgs...), "sh", "-c",
+					`true & wait; exec env `+envInstance+`=`+marker+` `+envServer+`=x sh -c '`+tc.script+`' "$0" "$@"`)
+				env = nil
+			}
+			c := startCorralUnder(t, wrap, env, `{"listen":"127.0.0.1:0","mcpServers":{"s":{"command":"FAKE","args":["-state","STATE"]}}}`)
+			c.waitHTTP(1) // corral sweeps before it serves
+			sh := c.cmd.Process.Pid
+			if tc.inPIDNamespace {
+				kids := childrenOf(sh)
+				if len(kids) != 1 {
+					t.Fatalf("unshare has %d children, want 1", len(kids))
+				}
+				sh = kids[0]
+			}
+			if !alive(sh) {
+				t.Fatalf("the shell that started corral (%d) was killed", sh)
+			}
+			if kids := childrenOf(sh); len(kids) != tc.children {
+				t.Fatalf("the shell that started corral has %d live children %v, want %d: corral or its sibling was killed", len(kids), kids, tc.children)
+			}
+			for cmdline, why := range tc.wantLeft {
+				c.waitLog(`left a process marked by another corral.* why="[^"]*` + regexp.QuoteMeta(why) + `[^"]*" .*cmdline="` + regexp.QuoteMeta(cmdline))
+			}
+		})
+	}
+}
+
+func TestLeftoverSweepLeavesAnotherPIDNamespacesServers(t *testing.T) {
+	t.Parallel()
+	needPIDNamespace(t, "TestLeftoverSweepKillsOnlyWhatItProvesALeftover checks a marker of another namespace without one")
+	inner := startCorralUnder(t, unshareArgs, nil, `{"listen":"127.0.0.1:0","mcpServers":{
+		"x": {"command":"FAKE","args":["-state","STATE","-grandchild","setsid"]}}}`)
+	inner.waitHTTP(1)
+	marked := liveMarked(inner.dir) // PIDs on the host of its server and the server's grandchild
+	if len(marked) != 2 {
+		t.Fatalf("%d processes of the namespaced corral's server found, want 2 (the server and its grandchild)", len(marked))
+	}
+	host := startCorral(t, `{"listen":"127.0.0.1:0","mcpServers":{"y":{"command":"FAKE","args":["-state","STATE"]}}}`)
+	host.waitHTTP(1) // corral sweeps before it serves
+	for _, pid := range marked {
+		if !alive(pid) {
+			t.Errorf("process %d of the corral in another PID namespace was killed", pid)
+		}
+		host.waitLog(`left a process marked by another corral.* pid=` + strconv.Itoa(pid) + ` why=".*namespace`)
+	}
+}
+
+func TestServersGetNeitherTheTokenVariableNorInheritedMarkers(t *testing.T) {
+	t.Parallel()
+	c := startCorralUnder(t, []string{"env"}, []string{envInstance + "=999999.1.x", envServer + "=outer", "CORRAL_TEST_TOKEN=s3cret"},
+		`{"listen":"127.0.0.1:0","authTokenEnv":"CORRAL_TEST_TOKEN","mcpServers":{
+		"plain": {"command":"FAKE","args":["-state","STATE","-name","plain"]},
+		"given": {"command":"FAKE","args":["-state","STATE","-name","given","-prefix","g_"],"env":{"CORRAL_TEST_TOKEN":"${CORRAL_TEST_TOKEN}"}}}}`)
+	c.waitHTTP(2)
+	servers := 0
+	for _, s := range fakeProcesses(t, c.dir) {
+		if s.Role != "server" {
+			continue
+		}
+		servers++
+		env := environ(t, s.PID)
+		if _, ok := parseInstanceID(env[envInstance]); !ok || env[envServer] != s.Name {
+			t.Errorf("server %q has %s=%q %s=%q, want its own corral's marker and its name", s.Name, envInstance, env[envInstance], envServer, env[envServer])
+		}
+		want := ""
+		if s.Name == "given" {
+			want = "s3cret" // named in its env
+		}
+		if got := env["CORRAL_TEST_TOKEN"]; got != want {
+			t.Errorf("server %q sees CORRAL_TEST_TOKEN=%q, want %q", s.Name, got, want)
+		}
+	}
+	if servers != 2 {
+		t.Fatalf("%d servers recorded, want 2", servers)
+	}
+}
+
+// environ returns the environment process pid started with.
+func environ(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for kv := range strings.SplitSeq(string(data), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }
