@@ -362,21 +362,24 @@ func TestLeftoverSweepSparesCorralsAncestorsAndSiblings(t *testing.T) {
 			if tc.inPIDNamespace {
 				needPIDNamespace(t, "TestLeftoverSweepKillsOnlyWhatItProvesALeftover checks the same rules in process")
 				// The marker of a process that ran and was reaped in the new
-				// namespace, put on a shell that runs the case.
+				// namespace, put on a shell that runs the case. That shell is
+				// not the namespace's init, which ignores SIGKILL from inside.
 				marker := `"$!.1.t.$(cat /proc/sys/kernel/random/boot_id).$(stat -L -c %d:%i /proc/self/ns/pid).$(stat -L -c %d:%i /proc/self/ns/time)"`
 				wrap = append(append([]string{}, unshareArgs...), "sh", "-c",
-					`true & wait; exec env `+envInstance+`=`+marker+` `+envServer+`=x sh -c '`+tc.script+`' "$0" "$@"`)
+					`true & wait; env `+envInstance+`=`+marker+` `+envServer+`=x sh -c '`+tc.script+`' "$0" "$@"; exit $?`)
 				env = nil
 			}
 			c := startCorralUnder(t, wrap, env, `{"listen":"127.0.0.1:0","mcpServers":{"s":{"command":"FAKE","args":["-state","STATE"]}}}`)
 			c.waitHTTP(1) // corral sweeps before it serves
 			sh := c.cmd.Process.Pid
-			if tc.inPIDNamespace {
-				kids := childrenOf(sh)
-				if len(kids) != 1 {
-					t.Fatalf("unshare has %d children, want 1", len(kids))
+			if tc.inPIDNamespace { // unshare, the namespace's init, the shell
+				for range 2 {
+					kids := childrenOf(sh)
+					if len(kids) != 1 {
+						t.Fatalf("process %d has %d children %v, want 1: the shell that started corral was killed", sh, len(kids), kids)
+					}
+					sh = kids[0]
 				}
-				sh = kids[0]
 			}
 			if !alive(sh) {
 				t.Fatalf("the shell that started corral (%d) was killed", sh)
