@@ -459,3 +459,15 @@ func environ(t *testing.T, pid int) map[string]string {
 	}
 	return env
 }
+
+func TestCorralWithAnotherNamespacesProcSweepsNothing(t *testing.T) {
+	t.Parallel()
+	needPIDNamespace(t, "no other test covers a /proc of another PID namespace")
+	// Without --mount-proc, /proc shows the host's processes under the host's
+	// PIDs, which kill and wait in the new namespace do not take.
+	wrap := []string{"unshare", "--pid", "--fork", "--kill-child"}
+	c := startCorralUnder(t, wrap, nil, `{"listen":"127.0.0.1:0","mcpServers":{"s":{"command":"FAKE","args":["-state","STATE"]}}}`)
+	c.waitHTTP(1)
+	c.waitLog(`not sweeping processes left by earlier corrals.* err=.*another PID namespace`)
+	c.waitLog(`cannot become a child subreaper.* err=.*another PID namespace`)
+}
