@@ -231,3 +231,23 @@ func BenchmarkToolsListOf4MiBCatalog(b *testing.B) {
 		listTools(b, g, s)
 	}
 }
+
+func TestCatalogBoundIsTheServersElseTheTopLevelsElseTheDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		top, own Config
+		items    int
+		size     int64
+	}{
+		{name: "zero everywhere is the default", items: defaultMaxCatalogItems, size: defaultMaxCatalogBytes},
+		{name: "the top level's", top: Config{MaxCatalogItems: 5, MaxCatalogBytes: 50}, items: 5, size: 50},
+		{name: "the server's over the top level's", top: Config{MaxCatalogItems: 5, MaxCatalogBytes: 50}, own: Config{MaxCatalogItems: 7, MaxCatalogBytes: 70}, items: 7, size: 70},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &ServerConfig{MaxCatalogItems: tc.own.MaxCatalogItems, MaxCatalogBytes: tc.own.MaxCatalogBytes}
+			if items, size := tc.top.catalogBound(s); items != tc.items || size != tc.size {
+				t.Errorf("catalogBound() = %d items, %d bytes, want %d, %d", items, size, tc.items, tc.size)
+			}
+		})
+	}
+}
