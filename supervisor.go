@@ -693,8 +693,8 @@ func (c *catalogBound) add(raw []byte) error {
 // listItems lists every item of kind k the server has, following
 // nextCursor, counting each item against bound. A server that declared
 // resources but does not know resources/templates/list has no templates.
-// An item's JSON is kept compact, as the server sent it, and is not copied
-// again: the catalog serves it as it is.
+// An item's JSON is kept as the server sent it (made compact if it holds a
+// line break): the catalog serves it as it is, unless it renames the item.
 func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
 	var items []backendItem
 	seen := map[string]bool{}
