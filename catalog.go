@@ -97,8 +97,12 @@ func (c *catalog) lookup(k kind, name string) *catalogItem {
 // unless its server has a prefix (then "prefix__name", or "prefix+uri"), or
 // another server without a prefix offers an item of the same kind and name:
 // then each of the colliding items is qualified by its server's name, so that
-// no request can reach the wrong server. Tools the server's filter leaves out
-// are not in the catalog. It returns the collisions, for the log.
+// no request can reach the wrong server. A name in a prefix's namespace
+// ("prefix__" or "prefix+") belongs to that prefix's server alone: an item of
+// another server whose name falls there is qualified by its server's name
+// or, if that still falls there or is taken, left out. Tools the server's
+// filter leaves out are not in the catalog. It returns the collisions, for
+// the log.
 func buildCatalog(backends []*backend) (*catalog, []string) {
 	cat := &catalog{}
 	var collisions []string
@@ -110,12 +114,28 @@ func buildCatalog(backends []*backend) (*catalog, []string) {
 	return cat, collisions
 }
 
+// namespace returns the prefix whose namespace holds name, an item of kind
+// k as clients see it, or "" if none does. Where the namespaces of two
+// prefixes nest ("a__" holds "a__b__"), the longer one's holds it.
+func namespace(backends []*backend, k kind, name string) string {
+	owner := ""
+	for _, b := range backends {
+		p := b.cfg.Prefix
+		if p != "" && len(p) > len(owner) && strings.HasPrefix(name, qualify(k, p, "")) {
+			owner = p
+		}
+	}
+	return owner
+}
+
 func buildList(backends []*backend, k kind) (catalogList, []string) {
 	type entry struct {
 		b    *backend
 		it   backendItem
 		name string
 	}
+	what := strings.TrimSuffix(kinds[k].field, "s")
+	var collisions []string
 	var entries []entry
 	owners := map[string][]string{} // plain name -> servers offering it without a prefix
 	for _, b := range backends {
@@ -124,16 +144,18 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 				continue
 			}
 			name := it.name
-			if b.cfg.Prefix != "" {
+			switch {
+			case b.cfg.Prefix != "":
 				name = qualify(k, b.cfg.Prefix, it.name)
-			} else {
+			case namespace(backends, k, name) != "":
+				name = qualify(k, b.name, it.name)
+				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, it.name, namespace(backends, k, it.name), name))
+			default:
 				owners[name] = append(owners[name], b.name)
 			}
 			entries = append(entries, entry{b, it, name})
 		}
 	}
-	what := strings.TrimSuffix(kinds[k].field, "s")
-	var collisions []string
 	for name, servers := range owners {
 		if len(servers) > 1 {
 			var qualified []string
@@ -148,6 +170,10 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 	for _, e := range entries {
 		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
 			e.name = qualify(k, e.b.name, e.it.name)
+		}
+		if p := namespace(backends, k, e.name); p != e.b.cfg.Prefix {
+			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: %q is in the namespace of prefix %q, which only that prefix's server may use", what, e.it.name, e.b.name, e.name, p))
+			continue
 		}
 		if _, dup := l.byName[e.name]; dup {
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: the name is taken", what, e.name, e.b.name))
@@ -186,9 +212,12 @@ func sameList(a, b catalogList) bool {
 }
 
 // page returns the result of a list request for kind k: the items after the
-// cursor, at most size of them. The cursor is the last name sent, so that a
-// page boundary survives a change of the list between pages.
-func (c *catalog) page(k kind, params json.RawMessage, size int) (any, error) {
+// cursor, at most size of them, and meta, if not nil, as its _meta. The
+// cursor is the last name sent, so that a page boundary survives a change
+// of the list between pages. The result is written in one buffer of its
+// exact size from each item's JSON as the catalog holds it: nothing of the
+// catalog is copied or encoded again but the page's own bytes.
+func (c *catalog) page(k kind, params json.RawMessage, size int, meta json.RawMessage) (json.RawMessage, error) {
 	method := kinds[k].list
 	var p struct {
 		Cursor string `json:"cursor"`
@@ -209,15 +238,31 @@ func (c *catalog) page(k kind, params json.RawMessage, size int) (any, error) {
 	items := c.lists[k].items
 	i := sort.Search(len(items), func(i int) bool { return items[i].name > after })
 	end := min(i+size, len(items))
-	out := make([]json.RawMessage, 0, end-i)
-	for _, it := range items[i:end] {
-		out = append(out, it.raw)
-	}
-	res := map[string]any{kinds[k].field: out}
+	next := ""
 	if end < len(items) {
-		res["nextCursor"] = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].name))
+		next = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].name))
 	}
-	return res, nil
+	n := len(kinds[k].field) + len(`{"":[]}`) + len(`,"nextCursor":""`) + len(next) + len(`,"_meta":`) + len(meta)
+	for _, it := range items[i:end] {
+		n += len(it.raw) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, `{"`+kinds[k].field+`":[`...)
+	for j, it := range items[i:end] {
+		if j > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it.raw...)
+	}
+	out = append(out, ']')
+	if next != "" {
+		out = append(out, `,"nextCursor":"`+next+`"`...) // base64 needs no escaping
+	}
+	if meta != nil {
+		out = append(out, `,"_meta":`...)
+		out = append(out, meta...)
+	}
+	return append(out, '}'), nil
 }
 
 // resolveURI finds the server that serves a resource URI as clients see it,
@@ -229,17 +274,20 @@ func (c *catalog) page(k kind, params json.RawMessage, size int) (any, error) {
 //  3. "q+uri", where q is a server's prefix or name: that server's "uri";
 //  4. any URI, when only one server offers resources.
 //
-// It returns nil when none applies.
+// A URI in a prefix's namespace ("prefix+") goes to that prefix's server or
+// nowhere: no other server's template or name takes it. It returns nil when
+// none applies.
 func (c *catalog) resolveURI(backends []*backend, uri string) (*backend, string) {
 	if it := c.lookup(kindResource, uri); it != nil {
 		return it.backend, it.orig
 	}
+	ns := namespace(backends, kindResource, uri)
 	var best *catalogItem
 	bestLen := -1
 	for i := range c.lists[kindTemplate].items {
 		it := &c.lists[kindTemplate].items[i]
 		lit, _, _ := strings.Cut(it.name, "{")
-		if lit != "" && strings.HasPrefix(uri, lit) && len(lit) > bestLen {
+		if lit != "" && strings.HasPrefix(uri, lit) && len(lit) > bestLen && (ns == "" || it.backend.cfg.Prefix == ns) {
 			best, bestLen = it, len(lit)
 		}
 	}
@@ -253,14 +301,14 @@ func (c *catalog) resolveURI(backends []*backend, uri string) (*backend, string)
 		if q == "" {
 			q = b.name
 		}
-		if rest, ok := strings.CutPrefix(uri, q+uriSeparator); ok && rest != "" {
+		if rest, ok := strings.CutPrefix(uri, q+uriSeparator); ok && rest != "" && (ns == "" || b.cfg.Prefix == ns) {
 			return b, rest
 		}
 		if b.capabilities().has(kindResource) {
 			offering = append(offering, b)
 		}
 	}
-	if len(offering) == 1 && offering[0].cfg.Prefix == "" {
+	if len(offering) == 1 && offering[0].cfg.Prefix == "" && ns == "" {
 		return offering[0], uri
 	}
 	return nil, ""

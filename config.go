@@ -105,6 +105,15 @@ type Config struct {
 	// per second. If zero, 200.
 	MaxNotificationsPerSecond int `json:"maxNotificationsPerSecond"`
 
+	// MaxCatalogItems and MaxCatalogBytes bound one server's catalog: its
+	// tools, prompts, resources and resource templates together, counted
+	// as it lists them and in bytes of their JSON. A server whose catalog
+	// is over either fails its start, and a list it sends again after a
+	// list_changed is refused (the old one is kept). If zero, 10000 items
+	// and 16 MiB. A server's own settings override them.
+	MaxCatalogItems int   `json:"maxCatalogItems"`
+	MaxCatalogBytes int64 `json:"maxCatalogBytes"`
+
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
 	// A request with any other Origin gets 403. If empty, only loopback origins.
@@ -163,6 +172,10 @@ type ServerConfig struct {
 
 	// MaxInFlight overrides Config.MaxInFlight for this server.
 	MaxInFlight int `json:"maxInFlight"`
+
+	// MaxCatalogItems and MaxCatalogBytes override Config's for this server.
+	MaxCatalogItems int   `json:"maxCatalogItems"`
+	MaxCatalogBytes int64 `json:"maxCatalogBytes"`
 
 	// Supervision overrides, field by field, the top level's settings for
 	// this server.
@@ -279,6 +292,8 @@ const (
 	defaultReadHeader      = 10 * time.Second
 	defaultReadTimeout     = 60 * time.Second
 	defaultMaxNotifyRate   = 200
+	defaultMaxCatalogItems = 10000
+	defaultMaxCatalogBytes = 16 << 20
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second
@@ -302,6 +317,7 @@ func (c *Config) resolved() []byte {
 		r.Supervision = c.supervision(s)
 		r.RequestTimeout = Duration(c.requestTimeout(s))
 		r.MaxInFlight = c.maxInFlight(s)
+		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {
@@ -511,6 +527,8 @@ func (c *Config) applyDefaults() {
 	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
 	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
+	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
+	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -534,6 +552,13 @@ func (c *Config) maxInFlight(s *ServerConfig) int {
 		return s.MaxInFlight
 	}
 	return c.MaxInFlight
+}
+
+// catalogBound returns the bounds on server s's catalog, in items and in
+// bytes: its own where set, else the top level's, else the defaults.
+func (c *Config) catalogBound(s *ServerConfig) (items int, size int64) {
+	return firstSet(s.MaxCatalogItems, c.MaxCatalogItems, defaultMaxCatalogItems),
+		firstSet(s.MaxCatalogBytes, c.MaxCatalogBytes, defaultMaxCatalogBytes)
 }
 
 // Servers returns the servers that are not disabled, sorted by name.
@@ -801,6 +826,14 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 	if s.MaxInFlight < 0 {
 		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
 	}
+	for _, f := range []struct {
+		key string
+		n   int64
+	}{{"maxCatalogItems", int64(s.MaxCatalogItems)}, {"maxCatalogBytes", s.MaxCatalogBytes}} {
+		if f.n < 0 {
+			p.errorf(name, f.key, "must not be negative, got %d; use a positive number, or remove the key to use the global %s", f.n, f.key)
+		}
+	}
 }
 
 // secretWarnings returns warnings about secrets other local users can read:
@@ -913,6 +946,8 @@ func (p *parser) validate(c *Config) {
 		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
 		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
+		{"maxCatalogItems", int64(c.MaxCatalogItems), defaultMaxCatalogItems},
+		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

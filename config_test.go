@@ -111,6 +111,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"readHeaderTimeout": "2s",
 		"readTimeout": "20s",
 		"maxNotificationsPerSecond": 50,
+		"maxCatalogItems": 20,
+		"maxCatalogBytes": 4096,
 		"authTokenEnv": "TOKEN",
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
@@ -133,6 +135,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		ReadHeaderTimeout:         Duration(2 * time.Second),
 		ReadTimeout:               Duration(20 * time.Second),
 		MaxNotificationsPerSecond: 50,
+		MaxCatalogItems:           20,
+		MaxCatalogBytes:           4096,
 		AuthTokenEnv:              "TOKEN",
 		token:                     "tok",
 		AllowedOrigins:            []string{"https://example.com"},
@@ -294,7 +298,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
 		},
 		{
 			name: "a missing command is an error",
@@ -417,6 +421,16 @@ func TestParseConfigErrors(t *testing.T) {
 			name: "a negative server maxInFlight is an error",
 			src:  server("busy", `{"command": "x", "maxInFlight": -2}`),
 			want: `config.json: mcpServers.busy.maxInFlight: must not be negative, got -2; use a positive number, or remove the key to use the global maxInFlight`,
+		},
+		{
+			name: "a negative server maxCatalogBytes is an error",
+			src:  server("big", `{"command": "x", "maxCatalogBytes": -1}`),
+			want: `config.json: mcpServers.big.maxCatalogBytes: must not be negative, got -1; use a positive number, or remove the key to use the global maxCatalogBytes`,
+		},
+		{
+			name: "a negative maxCatalogItems is an error",
+			src:  top(`"maxCatalogItems": -1`),
+			want: `config.json: maxCatalogItems: must not be negative, got -1; use a positive number, or remove the key for the default (10000)`,
 		},
 		{
 			name: "a negative maxLineBytes is an error",

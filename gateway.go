@@ -482,13 +482,13 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	case "ping":
 		result = json.RawMessage("{}")
 	case "tools/list":
-		result, err = g.list(ctx, kindTool, msg.Params)
+		result, err = g.list(ctx, kindTool, msg.Params, nil)
 	case "prompts/list":
-		result, err = g.list(ctx, kindPrompt, msg.Params)
+		result, err = g.list(ctx, kindPrompt, msg.Params, nil)
 	case "resources/list":
-		result, err = g.list(ctx, kindResource, msg.Params)
+		result, err = g.list(ctx, kindResource, msg.Params, nil)
 	case "resources/templates/list":
-		result, err = g.list(ctx, kindTemplate, msg.Params)
+		result, err = g.list(ctx, kindTemplate, msg.Params, nil)
 	case "tools/call", "prompts/get", "resources/read", "completion/complete":
 		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
@@ -651,9 +651,10 @@ func (g *Gateway) capabilities() map[string]any {
 func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
 
 // list answers a list request of kind k with a page of the aggregated
-// catalog. It waits, until ctx ends, for backends still in their first
-// start, so that a client that connects early sees everything.
-func (g *Gateway) list(ctx context.Context, k kind, params json.RawMessage) (any, error) {
+// catalog, with meta as its _meta if not nil (see catalog.page). It waits,
+// until ctx ends, for backends still in their first start, so that a
+// client that connects early sees everything.
+func (g *Gateway) list(ctx context.Context, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
 	g.waitFirstStarts(ctx)
 	g.mu.Lock()
 	cat := g.cat
@@ -662,7 +663,7 @@ func (g *Gateway) list(ctx context.Context, k kind, params json.RawMessage) (any
 	if size <= 0 {
 		size = defaultPageSize
 	}
-	return cat.page(k, params, size)
+	return cat.page(k, params, size, meta)
 }
 
 // waitFirstStarts waits until every backend's first start has succeeded or

@@ -123,11 +123,10 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 		result = res
 	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 		k := map[string]kind{"tools/list": kindTool, "prompts/list": kindPrompt, "resources/list": kindResource, "resources/templates/list": kindTemplate}[msg.Method]
-		var page any
-		if page, err = g.list(ctx, k, msg.Params); err == nil {
-			res := page.(map[string]any)
-			res["_meta"] = serverInfoMeta()
-			result = res
+		meta, _ := json.Marshal(serverInfoMeta())
+		var page json.RawMessage
+		if page, err = g.list(ctx, k, msg.Params, meta); err == nil {
+			result = page
 		}
 	case "tools/call", "prompts/get", "resources/read", "completion/complete":
 		b, params, token, werr := g.route(ctx, msg)
@@ -143,7 +142,10 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 	if err != nil {
 		return errorReply(msg.ID, asWireError(err))
 	}
-	raw, _ := json.Marshal(result)
+	raw, ok := result.(json.RawMessage) // a page of a list: not encoded again
+	if !ok {
+		raw, _ = json.Marshal(result)
+	}
 	return completeReply(msg.ID, raw, cacheable(msg.Method))
 }
 

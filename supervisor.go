@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -525,12 +526,13 @@ func (b *backend) handshake(m *mux) error {
 		era = "legacy"
 	}
 	var lists [numKinds][]backendItem
+	bound := b.newCatalogBound()
 	for k := range numKinds {
 		if !caps.has(k) {
 			continue
 		}
 		var err error
-		if lists[k], err = listItems(ctx, m, k); err != nil {
+		if lists[k], err = listItems(ctx, m, k, bound); err != nil {
 			return startError(kinds[k].list, timeout, err)
 		}
 	}
@@ -655,10 +657,47 @@ func callInto(ctx context.Context, m *mux, method string, params json.RawMessage
 // cursors never end.
 const maxListPages = 1000
 
+// catalogBound counts a server's catalog as it is listed, against the
+// bounds of its config (maxCatalogItems, maxCatalogBytes). It is not safe
+// for concurrent use.
+type catalogBound struct {
+	server   string
+	maxItems int
+	maxBytes int64
+	items    int   // counted so far
+	bytes    int64 // counted so far
+}
+
+// newCatalogBound returns a bound for the server's catalog with nothing
+// counted yet.
+func (b *backend) newCatalogBound() *catalogBound {
+	items, size := b.gcfg.catalogBound(b.cfg)
+	return &catalogBound{server: b.name, maxItems: items, maxBytes: size}
+}
+
+// add counts one item whose JSON is raw, and returns an error, for the
+// server's start or the log, once the catalog is over either bound.
+func (c *catalogBound) add(raw []byte) error {
+	c.items++
+	c.bytes += int64(len(raw))
+	over := func(n int64, what, key string) error {
+		return fmt.Errorf("server %q lists more than %d %s of tools, prompts, resources and templates, the bound (%s); raise %s in the server's entry or at the top level of the config if it is expected", c.server, n, what, key, key)
+	}
+	switch {
+	case c.items > c.maxItems:
+		return over(int64(c.maxItems), "items", "maxCatalogItems")
+	case c.bytes > c.maxBytes:
+		return over(c.maxBytes, "bytes", "maxCatalogBytes")
+	}
+	return nil
+}
+
 // listItems lists every item of kind k the server has, following
-// nextCursor. A server that declared resources but does not know
-// resources/templates/list has no templates.
-func listItems(ctx context.Context, m *mux, k kind) ([]backendItem, error) {
+// nextCursor, counting each item against bound. A server that declared
+// resources but does not know resources/templates/list has no templates.
+// An item's JSON is kept as the server sent it (made compact if it holds a
+// line break): the catalog serves it as it is, unless it renames the item.
+func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
 	var items []backendItem
 	seen := map[string]bool{}
 	cursor := ""
@@ -692,6 +731,12 @@ func listItems(ctx context.Context, m *mux, k kind) ([]backendItem, error) {
 				continue // listed twice (a server whose pages overlap)
 			}
 			seen[name] = true
+			if bytes.ContainsAny(raw, "\r\n") {
+				raw = compactRaw(raw) // a newline would end a client's line
+			}
+			if err := bound.add(raw); err != nil {
+				return nil, err
+			}
 			items = append(items, backendItem{name: name, raw: raw})
 		}
 		var next string
@@ -746,8 +791,16 @@ func (b *backend) refreshLoop(m *mux, refresh <-chan struct{}) {
 			if !b.stale[k].Swap(false) || !b.capabilities().has(k) {
 				continue
 			}
+			bound := b.newCatalogBound()
+			for j := range numKinds {
+				for _, it := range b.items(j) {
+					if j != k {
+						bound.add(it.raw) // the other lists, over or not, leave this one less
+					}
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StartTimeout.D())
-			items, err := listItems(ctx, m, k)
+			items, err := listItems(ctx, m, k, bound)
 			cancel()
 			if err != nil {
 				b.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)

@@ -133,8 +133,9 @@ func loadAdapter(path string) (*Adapter, error) {
 
 // serverSpec is one fake server a case asks the gateway to run.
 type serverSpec struct {
-	Name  string
-	flags []string // fakeserver flags beyond the suite's own
+	Name   string
+	flags  []string // fakeserver flags beyond the suite's own
+	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
 }
 
 // templateServer is a server as config templates see it.
@@ -143,6 +144,7 @@ type templateServer struct {
 	Command     string
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
+	Prefix      string // the prefix the gateway is to give its names; "" for none
 }
 
 // templateData is what adapter templates see.
@@ -156,6 +158,7 @@ type templateData struct {
 	TimeoutMS, StopGraceMS            int64
 	RestartDelayMS, ShutdownTimeoutMS int64
 	Server, Tool                      string // for toolName
+	Prefix                            string // for toolName: the server's prefix, if any
 	Prompt, URI                       string // for promptName and resourceURI
 }
 
@@ -205,6 +208,18 @@ func renderPlain(text string, data templateData) string {
 // toolName is the name the gateway gives tool of server.
 func toolName(t *testing.T, server, tool string) string {
 	return render(t, "toolName", adapter.ToolName, templateData{Server: server, Tool: tool})
+}
+
+// toolName is the name the gateway gives tool of server, one of g's,
+// with its prefix if it has one.
+func (g *gateway) toolName(server, tool string) string {
+	d := templateData{Server: server, Tool: tool}
+	for _, s := range g.servers {
+		if s.Name == server {
+			d.Prefix = s.prefix
+		}
+	}
+	return render(g.t, "toolName", adapter.ToolName, d)
 }
 
 // promptName is the name the gateway gives prompt of server.
@@ -270,6 +285,11 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 			skip(t, "the adapter has no %s setting", s.name)
 		}
 	}
+	for _, s := range servers {
+		if s.prefix != "" && !adapter.has("prefix") {
+			skip(t, "the adapter has no prefix setting")
+		}
+	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
 	t.Cleanup(func() { killMarked(g.stateDir) })
@@ -280,7 +300,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	for _, s := range servers {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...))})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
@@ -388,7 +408,7 @@ func (g *gateway) waitReady(ready []string) {
 			if err == nil {
 				missing := ""
 				for _, server := range ready {
-					if !contains(names, toolName(g.t, server, server+"_whoami")) {
+					if !contains(names, g.toolName(server, server+"_whoami")) {
 						missing = server
 					}
 				}

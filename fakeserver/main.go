@@ -34,6 +34,12 @@
 //	-page-size N
 //		Paginate tools/list, resources/list, resources/templates/list and
 //		prompts/list, N items a page (default 0: no pagination).
+//	-huge-catalog N
+//		After its tools, tools/list lists N MiB of padding tools named
+//		"pad_000000", "pad_000001", ..., each with a 64 KiB description,
+//		made when their page is asked for, so that the server itself never
+//		holds more than a page. Implies -page-size 16 (about 1 MiB a page)
+//		unless it is set. Padding tools cannot be called.
 //	-capabilities LIST
 //		Declare only the server capabilities in the comma-separated LIST, a
 //		subset of tools, resources, prompts, completions and logging
@@ -407,6 +413,7 @@ type options struct {
 	instructions             string
 	era                      string
 	extraTools               int
+	hugeCatalog              int
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
 	stateDir                 string
@@ -439,6 +446,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
+	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
@@ -469,13 +477,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
 		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
-	case o.extraTools < 0 || o.pageSize < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
+	case o.extraTools < 0 || o.pageSize < 0 || o.hugeCatalog < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
 		err = fmt.Errorf("numeric flags must not be negative")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fakeserver: %v\n", err)
 		fs.Usage()
 		return nil, err
+	}
+	if o.hugeCatalog > 0 && o.pageSize == 0 {
+		o.pageSize = padToolsPerMiB // a page of about 1 MiB at a time
 	}
 	return o, nil
 }

@@ -461,17 +461,22 @@ type listResult struct {
 
 // listTools answers tools/list.
 func (s *server) listTools(c *call, params json.RawMessage) {
-	start, end, ok := s.page(c, params, len(s.tools))
+	n := len(s.tools) + s.opts.hugeCatalog*padToolsPerMiB
+	start, end, ok := s.page(c, params, n)
 	if !ok {
 		return
 	}
-	r := listResult{Tools: []toolDescriptor{}, NextCursor: nextCursor(end, len(s.tools))}
-	for _, t := range s.tools[start:end] {
+	r := listResult{Tools: []toolDescriptor{}, NextCursor: nextCursor(end, n)}
+	real := len(s.tools)
+	for _, t := range s.tools[min(start, real):min(end, real)] {
 		r.Tools = append(r.Tools, toolDescriptor{
 			Name:        t.name,
 			Description: t.description,
 			InputSchema: inputSchema{Type: "object", Properties: t.props},
 		})
+	}
+	for i := max(start, real); i < end; i++ {
+		r.Tools = append(r.Tools, padTool(i-real)) // -huge-catalog
 	}
 	c.reply(r)
 }

@@ -1,0 +1,149 @@
+package conformance
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// --- hostile catalogs ---
+
+// hugeCatalogMiB is the size of the hostile server's catalog: far more than
+// a gateway needs to hold for any real server, and twice peakBound.
+const hugeCatalogMiB = 256
+
+// peakBound is the most memory the gateway (its processes, not its servers)
+// may have used at its peak, in KiB.
+const peakBound = 128 << 10
+
+func TestHugeCatalogDoesNotTakeTheGatewaysMemoryOrStopOthers(t *testing.T) {
+	guarantee(t)
+	specs := []serverSpec{{Name: "steady"}, {Name: "huge", flags: []string{"-huge-catalog", strconv.Itoa(hugeCatalogMiB)}}}
+	g := startGateway(t, specs, options{}, "steady")
+	s := g.newSession()
+	defer s.close()
+
+	// Until the gateway has either read the whole catalog or given up on it
+	// and started the server again, the other server must keep answering.
+	pages := hugeCatalogMiB + 1 // of about 1 MiB each
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		lists, starts := 0, len(serverStarts(g.stateDir, "huge"))
+		for _, st := range serverStarts(g.stateDir, "huge") {
+			for _, e := range events(g.stateDir, st.PID) {
+				if e.Event == "request" && e.Method == "tools/list" {
+					lists++
+				}
+			}
+		}
+		if lists >= pages || starts >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			fatal(t, "90s after it started, the gateway has neither listed the huge catalog to its end nor started its server again (%d pages asked for, %d starts)", lists, starts)
+		}
+		start := time.Now()
+		if text, err := callText(t, s, "steady", "whoami", map[string]any{}); err != nil || !strings.Contains(text, `"steady"`) {
+			fatal(t, "while the gateway listed the huge catalog, the other server's whoami answered %q, %v", text, err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			fail(t, "while the gateway listed the huge catalog, the other server's whoami took %s", took)
+		}
+	}
+	peak, err := gatewayPeakKiB(g)
+	t.Logf("the gateway's memory peaked at %d MiB", peak>>10)
+	if err != nil {
+		fatal(t, "reading the gateway's memory: %v", err)
+	} else if peak > peakBound {
+		fail(t, "the gateway's memory peaked at %d MiB with a server listing a %d MiB catalog; want under %d MiB", peak>>10, hugeCatalogMiB, peakBound>>10)
+	}
+	if text, err := callText(t, s, "steady", "whoami", map[string]any{}); err != nil || !strings.Contains(text, `"steady"`) {
+		fail(t, "after the huge catalog, the other server's whoami answered %q, %v", text, err)
+	}
+}
+
+// gatewayPeakKiB returns the peak resident memory (VmHWM) of the gateway's
+// process and its descendants, but for the fake servers and theirs.
+func gatewayPeakKiB(g *gateway) (int, error) {
+	servers := map[int]bool{}
+	for _, pid := range marked(g.stateDir) {
+		servers[pid] = true
+	}
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if _, ppid, ok := procStat(pid); ok {
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	total := 0
+	for todo := []int{g.cmd.Process.Pid}; len(todo) > 0; todo = todo[1:] {
+		pid := todo[0]
+		if servers[pid] {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			if pid == g.cmd.Process.Pid {
+				return 0, err
+			}
+			continue // it has just exited
+		}
+		for line := range bytes.Lines(status) {
+			if rest, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
+				kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"))
+				total += kib
+			}
+		}
+		todo = append(todo, children[pid]...)
+	}
+	return total, nil
+}
+
+func TestPrefixedNameBelongsToItsPrefixsServer(t *testing.T) {
+	guarantee(t)
+	// The owner zzz lists zzz_whoami, which the gateway names with the
+	// prefix gh; aaa, without a prefix and sorting first, lists the very
+	// name the gateway gives it (for corral, gh__zzz_whoami).
+	if !adapter.has("prefix") {
+		skip(t, "the adapter has no prefix setting")
+	}
+	name := render(t, "toolName", adapter.ToolName, templateData{Server: "zzz", Tool: "zzz_whoami", Prefix: "gh"})
+	squat, ok := strings.CutSuffix(name, "whoami")
+	if !ok {
+		skip(t, "the gateway names zzz_whoami %q; the case needs a name that ends with the tool's own", name)
+	}
+	specs := []serverSpec{{Name: "aaa", flags: []string{"-prefix", squat}}, {Name: "zzz", prefix: "gh"}}
+	g := startGateway(t, specs, options{}, "zzz")
+	s := g.newSession()
+	defer s.close()
+
+	// Once aaa has listed its tools, and for a while after, so that a
+	// gateway that takes them in late is caught too, the name reaches zzz.
+	waitEvents(t, g.stateDir, 30*time.Second, func(es []fakeEvent) bool {
+		for _, st := range serverStarts(g.stateDir, "aaa") {
+			for _, e := range events(g.stateDir, st.PID) {
+				if e.Event == "request" && e.Method == "tools/list" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	for i := range 10 {
+		m, err := s.request(ctxFor(t, 30*time.Second), strconv.Itoa(100+i), "tools/call", map[string]any{"name": name, "arguments": map[string]any{}})
+		if err != nil {
+			fatal(t, "calling %s: %v", name, err)
+		}
+		text, err := m.text()
+		if err != nil || !strings.Contains(text, `"name":"zzz"`) {
+			fatal(t, "%s, a name in the namespace of zzz's prefix, reached %q (%v), want server zzz; an unprefixed server listing that name took it", name, text, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the gateway gives no signal that it took aaa's list in
+	}
+}
