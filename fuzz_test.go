@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -20,8 +21,9 @@ import (
 // FuzzJSONRPC feeds arbitrary bytes to everything that decodes JSON-RPC from
 // a client or a server and builds the answer with the client's ID: nothing
 // may panic, a decoded message must agree with encoding/json, an answer must
-// be valid JSON carrying exactly the ID it was given, and a line over the
-// limit must never come out of the line reader.
+// be valid JSON carrying exactly the ID it was given, an ID accepted from a
+// client or found in a line over the limit must be a string or an integer,
+// and a line over the limit must never come out of the line reader.
 func FuzzJSONRPC(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
@@ -32,11 +34,16 @@ func FuzzJSONRPC(f *testing.F) {
 		`{"jsonrpc":"2.0","id":null,"method":"x"}`,
 		"not json\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":1}\n",
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\xfe\"}",
+		`{"jsonrpc":"2.0","id":1e999,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":[1,"error"],"method":"ping","params":{"pad":"` + strings.Repeat("x", 64) + `"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if msg, werr := decodeMessage(data); werr == nil && msg.ID != nil {
+			if !validID(msg.ID) {
+				t.Fatalf("decodeMessage(%q) accepted id %s, which is not a string or an integer", data, msg.ID)
+			}
 			checkReply(t, msg.ID)
 		}
 		if msg, err := decodeServerLine(data); err == nil {
@@ -61,7 +68,14 @@ func FuzzJSONRPC(f *testing.F) {
 			if err == io.EOF {
 				break
 			}
-			if err != nil && !isTooLong(err) {
+			var tooLong *lineTooLongError
+			switch {
+			case errors.As(err, &tooLong) && tooLong.id != nil:
+				if !validID(tooLong.id) {
+					t.Fatalf("lineReader found id %s in a line over the limit, which is not a string or an integer", tooLong.id)
+				}
+				checkReply(t, tooLong.id)
+			case err != nil && !isTooLong(err):
 				t.Fatalf("lineReader: %v", err)
 			}
 			if len(line) > max {

@@ -410,7 +410,7 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: "jsonrpc" must be "2.0"`}
 	}
 	if msg.ID != nil {
-		if c := msg.ID[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
+		if !validID(msg.ID) {
 			id := msg.ID
 			msg.ID = nil
 			return &msg, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("invalid JSON-RPC message: id must be a string or an integer, not %s", truncate(id, 50))}
