@@ -109,20 +109,26 @@ func compactJSON(b []byte) string {
 }
 
 // FuzzConfig feeds arbitrary files and environment values to the config
-// loader: nothing may panic, and a file it accepts must come out of -check as
-// a config it accepts again.
+// loader: nothing may panic, -check must print nothing of the variables'
+// values, and a file it accepts must come out of -check as a config it
+// accepts again (unless a URL had to be masked whole).
 func FuzzConfig(f *testing.F) {
 	f.Add([]byte(`{"mcpServers":{"a":{"command":"${CMD}","args":["${X:-d}","$$"],"env":{"K":"${X}"}}}}`), "value")
 	f.Add([]byte(`{"listen":"127.0.0.1:1","requestTimeout":1.5,"maxRestarts":2,"mcpServers":{"b":{"command":"x","prefix":"p","restartDelay":"1s"}}}`), "")
 	f.Add([]byte(`{"theme":"dark","mcpServers":{"c":{"comand":"x"}}}`), "$")
 	f.Add([]byte(`{"mcpServers":{"d":{"command":"${`), "}")
+	f.Add([]byte(`{"mcpServers":{"u":{"url":"https://me:${X}@h/${X}?k=${X}","headers":{"A":"${X}"}}}}`), "secret")
+	f.Add([]byte(`{"mcpServers":{"u":{"url":"${X}://h/"}}}`), "https")
 	f.Fuzz(func(t *testing.T, data []byte, value string) {
-		getenv := func(name string) (string, bool) {
-			if name == "UNSET" {
-				return "", false
+		getenvFor := func(value string) func(string) (string, bool) {
+			return func(name string) (string, bool) {
+				if name == "UNSET" {
+					return "", false
+				}
+				return value, true
 			}
-			return value, true
 		}
+		getenv := getenvFor(value)
 		cfg, err := ParseConfig("fuzz.json", data, getenv, func(string) {})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.json") {
@@ -131,6 +137,16 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		resolved := cfg.resolved()
+		// -check prints nothing of the variables' values: with other values
+		// (if the file is still valid with them) it prints the same.
+		if other, err := ParseConfig("fuzz.json", data, getenvFor(value+"~other"), func(string) {}); err == nil {
+			if again := other.resolved(); !bytes.Equal(again, resolved) {
+				t.Fatalf("-check prints the variables' values: with %q\n%s\nwith %q\n%s", value, resolved, value+"~other", again)
+			}
+		}
+		if bytes.Contains(resolved, []byte(`"url": "****"`)) {
+			return // a URL that cannot be parsed once masked is masked whole, and is no URL
+		}
 		// Values from the environment may hold "$"; -check's output is not
 		// meant to be expanded again, so compare without expansion.
 		again, err := ParseConfig("resolved.json", bytes.ReplaceAll(resolved, []byte("$"), []byte("$$")), getenv, func(string) {})
