@@ -302,7 +302,7 @@ const secretMask = "****"
 // resolved returns the config as corral runs it, every default filled in,
 // as indented JSON, with what may be secret masked as "****": the values of
 // env and headers, the value of every variable expanded in the other fields,
-// and a URL's password and query values (see maskURL).
+// and a URL's password, query values and fragment (see maskURL).
 func (c *Config) resolved() []byte {
 	out := *c
 	out.MCPServers = map[string]*ServerConfig{}
@@ -347,8 +347,8 @@ func (c *Config) resolved() []byte {
 
 // maskURL returns raw, a URL, as -check prints it: the password of its user
 // information masked (or the user name, when there is no password: it is then
-// usually a token), and the value of each query parameter. What cannot be
-// parsed as a URL is masked whole.
+// usually a token), the value of each query parameter, and the fragment. What
+// cannot be parsed as a URL is masked whole.
 func maskURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -364,6 +364,9 @@ func maskURL(raw string) string {
 			}
 		}
 		u.RawQuery = strings.Join(params, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = secretMask, ""
 	}
 	user := u.User
 	if user == nil {

@@ -893,6 +893,7 @@ func TestCheckMasksSecrets(t *testing.T) {
 		{"a variable password in a URL", `{"url":"https://me:${SECRET}@example.com/mcp"}`, "s3cr3t-v4lue", []string{`"url": "https://me:****@example.com/mcp"`}},
 		{"a token as a URL's user", `{"url":"https://s3cr3t-v4lue@example.com/mcp"}`, "s3cr3t-v4lue", []string{`"url": "https://****@example.com/mcp"`}},
 		{"query values in a URL", `{"url":"https://example.com/mcp?key=s3cr3t-v4lue&s3cr3t-v4lue&page=2"}`, "s3cr3t-v4lue", []string{`"url": "https://example.com/mcp?key=****&****&page=****"`}},
+		{"a fragment of a URL", `{"url":"https://example.com/mcp#access_token=s3cr3t-v4lue"}`, "s3cr3t-v4lue", []string{`"url": "https://example.com/mcp#****"`}},
 		{"a literal $ is no variable", `{"command":"x","args":["$${SECRET}","a$b"]}`, "s3cr3t-v4lue", []string{`"${SECRET}"`, `"a$b"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
