@@ -137,23 +137,23 @@ type Config struct {
 type ServerConfig struct {
 	// Command is the program to run, found through PATH when it has no slash.
 	// It is run directly, never through a shell. Required, unless URL is set.
-	Command string `json:"command"`
+	Command string `json:"command,omitempty"`
 
 	// URL, instead of a command, names a remote server reached over
 	// Streamable HTTP.
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
 
 	// Headers are sent with every request to a remote server.
-	Headers map[string]string `json:"headers"`
+	Headers map[string]string `json:"headers,omitempty"`
 
 	// Args are the program's arguments.
-	Args []string `json:"args"`
+	Args []string `json:"args,omitempty"`
 
 	// Env is added to corral's own environment for the server's process.
-	Env map[string]string `json:"env"`
+	Env map[string]string `json:"env,omitempty"`
 
 	// Cwd is the server's working directory. If empty, corral's.
-	Cwd string `json:"cwd"`
+	Cwd string `json:"cwd,omitempty"`
 
 	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
 	// If empty, tool names pass through unchanged (see the collision rule in
@@ -183,6 +183,11 @@ type ServerConfig struct {
 
 	// name is the key of this server in mcpServers.
 	name string
+
+	// shown maps each field in which a variable was expanded ("command",
+	// "args[0]", "url", "cwd"...) to its value as -check prints it, with
+	// "****" for each variable's value.
+	shown map[string]string
 }
 
 // ToolFilter chooses which of a server's tools clients see. A pattern is an
@@ -306,9 +311,13 @@ const (
 	defaultMaxMissedPings  = 3
 )
 
+// secretMask is what -check prints in place of a value that may be secret.
+const secretMask = "****"
+
 // resolved returns the config as corral runs it, every default filled in,
-// as indented JSON, with the values of env and headers masked: they are
-// often secrets.
+// as indented JSON, with what may be secret masked as "****": the values of
+// env and headers, the value of every variable expanded in the other fields,
+// and a URL's password, query values and fragment (see maskURL).
 func (c *Config) resolved() []byte {
 	out := *c
 	out.MCPServers = map[string]*ServerConfig{}
@@ -321,20 +330,71 @@ func (c *Config) resolved() []byte {
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {
-				r.Env[k] = "****"
+				r.Env[k] = secretMask
 			}
 		}
 		if len(s.Headers) > 0 {
 			r.Headers = map[string]string{}
 			for k := range s.Headers {
-				r.Headers[k] = "****"
+				r.Headers[k] = secretMask
+			}
+		}
+		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
+		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
+		if s.URL != "" {
+			r.URL = maskURL(shown("url", s.URL))
+		}
+		if len(s.Args) > 0 {
+			r.Args = make([]string, len(s.Args))
+			for i, a := range s.Args {
+				r.Args[i] = shown(fmt.Sprintf("args[%d]", i), a)
 			}
 		}
 		out.MCPServers[name] = &r
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
-	b, _ := json.MarshalIndent(&out, "", "  ")
-	return append(b, '\n')
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a URL's "&" stays readable
+	enc.Encode(&out)
+	return b.Bytes()
+}
+
+// maskURL returns raw, a URL, as -check prints it: the password of its user
+// information masked (or the user name, when there is no password: it is then
+// usually a token), the value of each query parameter, and the fragment. What
+// cannot be parsed as a URL is masked whole.
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return secretMask
+	}
+	if u.RawQuery != "" {
+		params := strings.Split(u.RawQuery, "&")
+		for i, param := range params {
+			key, _, ok := strings.Cut(param, "=")
+			params[i] = secretMask
+			if ok {
+				params[i] = key + "=" + secretMask
+			}
+		}
+		u.RawQuery = strings.Join(params, "&")
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = secretMask, ""
+	}
+	user := u.User
+	if user == nil {
+		return u.String()
+	}
+	// Built by hand: url.Userinfo escapes '*', which RFC 3986 allows here.
+	info := secretMask
+	if _, ok := user.Password(); ok {
+		info = strings.ReplaceAll(url.User(user.Username()).String(), "%2A", "*") + ":" + secretMask
+	}
+	u.User = nil
+	return strings.Replace(u.String(), "//", "//"+info+"@", 1)
 }
 
 // firstSet returns the first of values that is not the zero value, or the
@@ -757,7 +817,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		}
 	}
 	if s.URL != "" {
-		p.expand(name, "url", &s.URL)
+		p.expand(s, "url", &s.URL)
 		u, err := url.Parse(s.URL)
 		switch {
 		case err != nil:
@@ -772,7 +832,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		}
 		for _, key := range slices.Sorted(maps.Keys(s.Headers)) {
 			v := s.Headers[key]
-			p.expand(name, "headers."+key, &v)
+			p.expand(s, "headers."+key, &v)
 			s.Headers[key] = v
 		}
 		p.validateServer(name, s)
@@ -781,12 +841,12 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	if len(s.Headers) > 0 {
 		p.errorf(name, "headers", `only a remote server (with "url") has headers`)
 	}
-	p.expand(name, "command", &s.Command)
+	p.expand(s, "command", &s.Command)
 	if s.Command == "" {
 		p.errorf(name, "command", `required (the program to run, e.g. "npx")`)
 	}
 	for i := range s.Args {
-		p.expand(name, fmt.Sprintf("args[%d]", i), &s.Args[i])
+		p.expand(s, fmt.Sprintf("args[%d]", i), &s.Args[i])
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.Env)) {
 		if key == "" || strings.Contains(key, "=") {
@@ -794,10 +854,10 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 			continue
 		}
 		v := s.Env[key]
-		p.expand(name, "env."+key, &v)
+		p.expand(s, "env."+key, &v)
 		s.Env[key] = v
 	}
-	p.expand(name, "cwd", &s.Cwd)
+	p.expand(s, "cwd", &s.Cwd)
 	p.validateServer(name, s)
 	return s
 }
@@ -893,12 +953,20 @@ func (p *parser) readToken(c *Config, path string) string {
 	return ""
 }
 
-// expand expands the variables in *value, the field of server, in place.
-func (p *parser) expand(server, field string, value *string) {
+// expand expands the variables in *value, the field of server s, in place,
+// and records in s.shown how -check prints the field: with "****" for each
+// variable's value, whatever it is, since it may be a secret.
+func (p *parser) expand(s *ServerConfig, field string, value *string) {
 	v, err := expand(*value, p.getenv)
 	if err != nil {
-		p.errorf(server, field, "%v", err)
+		p.errorf(s.name, field, "%v", err)
 		return
+	}
+	if strings.Contains(*value, "${") {
+		if s.shown == nil {
+			s.shown = map[string]string{}
+		}
+		s.shown[field], _ = expand(*value, func(string) (string, bool) { return secretMask, true })
 	}
 	*value = v
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -20,8 +21,9 @@ import (
 // FuzzJSONRPC feeds arbitrary bytes to everything that decodes JSON-RPC from
 // a client or a server and builds the answer with the client's ID: nothing
 // may panic, a decoded message must agree with encoding/json, an answer must
-// be valid JSON carrying exactly the ID it was given, and a line over the
-// limit must never come out of the line reader.
+// be valid JSON carrying exactly the ID it was given, an ID accepted from a
+// client or found in a line over the limit must be a string or an integer,
+// and a line over the limit must never come out of the line reader.
 func FuzzJSONRPC(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
@@ -32,11 +34,16 @@ func FuzzJSONRPC(f *testing.F) {
 		`{"jsonrpc":"2.0","id":null,"method":"x"}`,
 		"not json\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":1}\n",
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\xfe\"}",
+		`{"jsonrpc":"2.0","id":1e999,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":[1,"error"],"method":"ping","params":{"pad":"` + strings.Repeat("x", 64) + `"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if msg, werr := decodeMessage(data); werr == nil && msg.ID != nil {
+			if !validID(msg.ID) {
+				t.Fatalf("decodeMessage(%q) accepted id %s, which is not a string or an integer", data, msg.ID)
+			}
 			checkReply(t, msg.ID)
 		}
 		if msg, err := decodeServerLine(data); err == nil {
@@ -61,7 +68,14 @@ func FuzzJSONRPC(f *testing.F) {
 			if err == io.EOF {
 				break
 			}
-			if err != nil && !isTooLong(err) {
+			var tooLong *lineTooLongError
+			switch {
+			case errors.As(err, &tooLong) && tooLong.id != nil:
+				if !validID(tooLong.id) {
+					t.Fatalf("lineReader found id %s in a line over the limit, which is not a string or an integer", tooLong.id)
+				}
+				checkReply(t, tooLong.id)
+			case err != nil && !isTooLong(err):
 				t.Fatalf("lineReader: %v", err)
 			}
 			if len(line) > max {
@@ -95,20 +109,26 @@ func compactJSON(b []byte) string {
 }
 
 // FuzzConfig feeds arbitrary files and environment values to the config
-// loader: nothing may panic, and a file it accepts must come out of -check as
-// a config it accepts again.
+// loader: nothing may panic, -check must print nothing of the variables'
+// values, and a file it accepts must come out of -check as a config it
+// accepts again (unless a URL had to be masked whole).
 func FuzzConfig(f *testing.F) {
 	f.Add([]byte(`{"mcpServers":{"a":{"command":"${CMD}","args":["${X:-d}","$$"],"env":{"K":"${X}"}}}}`), "value")
 	f.Add([]byte(`{"listen":"127.0.0.1:1","requestTimeout":1.5,"maxRestarts":2,"mcpServers":{"b":{"command":"x","prefix":"p","restartDelay":"1s"}}}`), "")
 	f.Add([]byte(`{"theme":"dark","mcpServers":{"c":{"comand":"x"}}}`), "$")
 	f.Add([]byte(`{"mcpServers":{"d":{"command":"${`), "}")
+	f.Add([]byte(`{"mcpServers":{"u":{"url":"https://me:${X}@h/${X}?k=${X}","headers":{"A":"${X}"}}}}`), "secret")
+	f.Add([]byte(`{"mcpServers":{"u":{"url":"${X}://h/"}}}`), "https")
 	f.Fuzz(func(t *testing.T, data []byte, value string) {
-		getenv := func(name string) (string, bool) {
-			if name == "UNSET" {
-				return "", false
+		getenvFor := func(value string) func(string) (string, bool) {
+			return func(name string) (string, bool) {
+				if name == "UNSET" {
+					return "", false
+				}
+				return value, true
 			}
-			return value, true
 		}
+		getenv := getenvFor(value)
 		cfg, err := ParseConfig("fuzz.json", data, getenv, func(string) {})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.json") {
@@ -117,6 +137,16 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		resolved := cfg.resolved()
+		// -check prints nothing of the variables' values: with other values
+		// (if the file is still valid with them) it prints the same.
+		if other, err := ParseConfig("fuzz.json", data, getenvFor(value+"~other"), func(string) {}); err == nil {
+			if again := other.resolved(); !bytes.Equal(again, resolved) {
+				t.Fatalf("-check prints the variables' values: with %q\n%s\nwith %q\n%s", value, resolved, value+"~other", again)
+			}
+		}
+		if bytes.Contains(resolved, []byte(`"url": "****"`)) {
+			return // a URL that cannot be parsed once masked is masked whole, and is no URL
+		}
 		// Values from the environment may hold "$"; -check's output is not
 		// meant to be expanded again, so compare without expansion.
 		again, err := ParseConfig("resolved.json", bytes.ReplaceAll(resolved, []byte("$"), []byte("$$")), getenv, func(string) {})

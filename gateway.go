@@ -130,6 +130,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 		byName[b.name] = b
 	}
 	var next, stopping, starting []*backend
+	why := map[*backend]string{}
 	for _, s := range cfg.Servers() {
 		b := byName[s.Name()]
 		delete(byName, s.Name())
@@ -143,6 +144,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 		starting = append(starting, nb)
 		if b != nil {
 			stopping = append(stopping, b)
+			why[b] = "was stopped by a reload, to restart with its changed settings; call again"
 			r.Changed = append(r.Changed, s.Name())
 		} else {
 			r.Added = append(r.Added, s.Name())
@@ -151,6 +153,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 	for _, b := range old {
 		if byName[b.name] != nil {
 			stopping = append(stopping, b)
+			why[b] = "was removed from the config by a reload"
 			r.Removed = append(r.Removed, b.name)
 		}
 	}
@@ -165,7 +168,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.stop(nil)
+			b.stop(nil, why[b])
 		}()
 	}
 	wg.Wait()
@@ -223,7 +226,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.stop(hurry)
+			b.stop(hurry, "was stopped: corral is shutting down")
 		}()
 	}
 	wg.Wait()
@@ -407,7 +410,7 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: "jsonrpc" must be "2.0"`}
 	}
 	if msg.ID != nil {
-		if c := msg.ID[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
+		if !validID(msg.ID) {
 			id := msg.ID
 			msg.ID = nil
 			return &msg, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("invalid JSON-RPC message: id must be a string or an integer, not %s", truncate(id, 50))}

@@ -133,8 +133,18 @@ func (h *httpFrontEnd) authorized(r *http.Request) bool {
 	if token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearerToken(r.Header.Get("Authorization"))
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// bearerToken returns the token of an Authorization header value in the
+// Bearer scheme, and whether there is one. The scheme's name is
+// case-insensitive (RFC 7235, section 2.1) and one or more spaces follow it
+// (RFC 6750, section 2.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	return token, strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
 // checkOrigin returns why the request must be refused, or "". A page in a

@@ -50,6 +50,29 @@ type wireError struct {
 
 func (e *wireError) Error() string { return e.Message }
 
+// validID reports whether raw, the JSON of a message's "id" member, is an ID
+// MCP allows: a string, or an integer written without fraction or exponent
+// (so not 1.5, 1e2 or 1e999), in valid UTF-8. It is the one check of a
+// client's ID: an answer echoes the ID as it came, so it must be valid JSON.
+func validID(raw []byte) bool {
+	if len(raw) == 0 || !utf8.Valid(raw) {
+		return false
+	}
+	if raw[0] == '"' {
+		return json.Valid(raw)
+	}
+	digits := bytes.TrimPrefix(raw, []byte("-"))
+	if len(digits) == 0 || digits[0] == '0' && len(digits) > 1 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 func unavailable(format string, args ...any) *wireError {
 	return &wireError{Code: codeUnavailable, Message: fmt.Sprintf(format, args...)}
 }

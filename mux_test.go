@@ -303,6 +303,14 @@ func TestIDScannerFindsTheTopLevelID(t *testing.T) {
 		{`{"method":"x"}`, ``},
 		{`{"result":{"id":1}}`, ``},
 		{`{"data":"id","id":3}`, `3`},
+		// What is not a string or an integer cannot be echoed: an array or
+		// object is cut at its first comma.
+		{`{"id":[1,"error"],"method":"x"}`, ``},
+		{`{"id":{"a":1,"b":2},"method":"x"}`, ``},
+		{`{"id":1.5,"method":"x"}`, ``},
+		{`{"id":1e999,"method":"x"}`, ``},
+		{`{"id":true,"method":"x"}`, ``},
+		{`{"id":null,"method":"x"}`, ``},
 	} {
 		t.Run(tc.line, func(t *testing.T) {
 			// Feed it a byte at a time: pieces may split anywhere.

@@ -68,6 +68,43 @@ func TestReloadAppliesOnlyTheDifference(t *testing.T) {
 	}
 }
 
+func TestCallsCutByAReloadSayTheReloadCutThem(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"change": {"command":"FAKE","args":["-state","STATE","-name","change","-prefix","c_"]},
+		"remove": {"command":"FAKE","args":["-state","STATE","-name","remove","-prefix","r_"]}
+	}}`)
+	c := connect(t, tg.url)
+	// Calls that the servers never answer: only the reload ends them.
+	answers := map[string]chan *wireMsg{"change": make(chan *wireMsg, 1), "remove": make(chan *wireMsg, 1)}
+	for name, answer := range answers {
+		pid := serversNamed(t, tg.dir, name)[0].PID
+		tool := name[:1] + "_hang"
+		go func() { answer <- c.callTool(`"`+name+`"`, tool, `{}`) }()
+		waitFor(t, 5*time.Second, "the call to reach "+name, func() bool {
+			return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool { return e.Tool == tool })
+		})
+	}
+
+	next := strings.NewReplacer("FAKE", fakeserverBin, "STATE", tg.dir).Replace(`{"mcpServers":{
+		"change": {"command":"FAKE","args":["-state","STATE","-name","change","-prefix","c_","-extra-tools","1"]}
+	}}`)
+	cfg, err := ParseConfig("next.json", []byte(next), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.gw.Reload(cfg)
+	for name, want := range map[string]string{
+		"change": `server "change" was stopped by a reload, to restart with its changed settings`,
+		"remove": `server "remove" was removed from the config by a reload`,
+	} {
+		msg := <-answers[name]
+		if msg.Error == nil || msg.Error.Code != codeUnavailable || !strings.Contains(msg.Error.Message, want) {
+			t.Errorf("the call in flight on %q answered %+v, want error %d saying %q", name, msg.Error, codeUnavailable, want)
+		}
+	}
+}
+
 // procState reports whether pid is gone (or a zombie), from /proc.
 func procState(pid int) (gone bool, state string, err error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -48,6 +48,36 @@ func TestBearerTokenGuardsEveryPath(t *testing.T) {
 	if got := toolText(t, good.callTool("1", "echo", `{"text":"ok"}`)); got != "ok" {
 		t.Errorf("the session with the token answered %q", got)
 	}
+	// The scheme's name is case-insensitive (RFC 7235).
+	lower := connectWith(t, tg.url, "bearer s3cret-token")
+	if got := toolText(t, lower.callTool("2", "echo", `{"text":"ok"}`)); got != "ok" {
+		t.Errorf("the session with a lowercase scheme answered %q", got)
+	}
+}
+
+func TestBearerTokenSchemeIsCaseInsensitive(t *testing.T) {
+	for _, tc := range []struct {
+		header, want string // want "" for no token
+	}{
+		{"Bearer tok", "tok"},
+		{"bearer tok", "tok"},
+		{"BEARER tok", "tok"},
+		{"BeArEr tok", "tok"},
+		{"Bearer   tok", "tok"},
+		{"Basic tok", ""},
+		{"Bearertok", ""},
+		{"Bearer", ""},
+		{"Bearer ", ""},
+		{"", ""},
+	} {
+		got, ok := bearerToken(tc.header)
+		if !ok {
+			got = ""
+		}
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("bearerToken(%q) = %q, %v, want %q", tc.header, got, ok, tc.want)
+		}
+	}
 }
 
 func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {

@@ -552,9 +552,11 @@ func (s *idScanner) captureByte(c byte) {
 	}
 }
 
-// id returns the raw JSON of the "id" member, or nil if none was seen whole.
+// id returns the raw JSON of the "id" member, or nil if none was seen whole
+// or it is not a valid ID (see validID): an array or object ID is cut at its
+// first comma, and must not be echoed in an answer.
 func (s *idScanner) id() []byte {
-	if !s.done {
+	if !s.done || !validID(s.val) {
 		return nil
 	}
 	return s.val

@@ -54,6 +54,7 @@ type backend struct {
 	state        backendState
 	changed      chan struct{} // closed and replaced at every change of state
 	stopping     bool
+	stopWhy      string // what calls cut off by stop are told, after the server's name
 	proc         *process
 	remote       *remoteConn // for a remote server, instead of proc
 	mux          *mux
@@ -866,7 +867,8 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 		b.mu.Unlock()
 		switch state {
 		case stateReady:
-			return m.CallFor(ctx, method, params, rel)
+			a, err := m.CallFor(ctx, method, params, rel)
+			return a, b.stopCause(m, err)
 		case stateStarting, stateBackoff:
 			select {
 			case <-changed:
@@ -992,11 +994,17 @@ func (b *backend) snapshot() backendState {
 // stop stops the backend: no process starts after stop begins, a backoff wait
 // ends, and the running process (if any) is stopped with the ladder. It
 // blocks until every process and goroutine of the backend is gone. Closing
-// hurry skips the ladder's waits. stop may be called more than once.
-func (b *backend) stop(hurry <-chan struct{}) {
+// hurry skips the ladder's waits. Calls in flight that the server does not
+// answer before it goes fail with why, which follows the server's name (such
+// as "was removed by a reload"), rather than with how the process ended. stop
+// may be called more than once; only the first why counts.
+func (b *backend) stop(hurry <-chan struct{}, why string) {
 	b.mu.Lock()
 	already := b.stopping
 	b.stopping = true
+	if !already {
+		b.stopWhy = why
+	}
 	b.mu.Unlock()
 	if !already {
 		close(b.stopCh)
@@ -1025,6 +1033,23 @@ func (b *backend) stop(hurry <-chan struct{}) {
 		p.Stop(b.hurry)
 	}
 	b.wg.Wait()
+}
+
+// stopCause returns err, the error of a call over m, unless it is the end of
+// m because stop stopped the server: then, the reason stop was given.
+func (b *backend) stopCause(m *mux, err error) error {
+	select {
+	case <-m.done:
+	default:
+		return err
+	}
+	b.mu.Lock()
+	stopping, why := b.stopping, b.stopWhy
+	b.mu.Unlock()
+	if !stopping || why == "" || err != m.err { // m.err is set once done is closed
+		return err
+	}
+	return unavailable("server %q %s", b.name, why)
 }
 
 func (b *backend) hurryOnce() {
