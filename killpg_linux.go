@@ -143,10 +143,10 @@ func checkProc() error {
 	return errors.New("/proc/self/status has no NSpid line (Linux before 4.1), so corral cannot tell whether /proc shows its own PID namespace")
 }
 
-// namespace returns the namespace of this process of the given kind ("pid",
+// selfNamespace returns the namespace of this process of the given kind ("pid",
 // "time") as "DEV:INODE", the pair that names a namespace while it exists
 // (namespaces(7)), or "none" where the kernel has no namespaces of that kind.
-func namespace(kind string) (string, error) {
+func selfNamespace(kind string) (string, error) {
 	var st syscall.Stat_t
 	err := syscall.Stat("/proc/self/ns/"+kind, &st)
 	if errors.Is(err, syscall.ENOENT) && kind != "pid" {
@@ -174,11 +174,11 @@ func selfIdentity() (instanceID, error) {
 	if !ok {
 		return id, errors.New("reading this process's start time from /proc")
 	}
-	pidNS, err := namespace("pid")
+	pidNS, err := selfNamespace("pid")
 	if err != nil {
 		return id, err
 	}
-	timeNS, err := namespace("time")
+	timeNS, err := selfNamespace("time")
 	if err != nil {
 		return id, err
 	}
