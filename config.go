@@ -105,6 +105,15 @@ type Config struct {
 	// per second. If zero, 200.
 	MaxNotificationsPerSecond int `json:"maxNotificationsPerSecond"`
 
+	// MaxServerRequestsPerSession bounds the requests of servers (sampling,
+	// elicitation, roots) waiting for one session's answers, and
+	// MaxServerRequests those of one server waiting for any client's; past
+	// either, the server's request gets an error at once. Each is freed when
+	// the client answers, the server cancels it, requestTimeout ends or the
+	// session ends. If zero, 64 and 256.
+	MaxServerRequestsPerSession int `json:"maxServerRequestsPerSession"`
+	MaxServerRequests           int `json:"maxServerRequests"`
+
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
 	// A request with any other Origin gets 403. If empty, only loopback origins.
@@ -289,6 +298,14 @@ const (
 	defaultPingInterval    = 30 * time.Second
 	defaultPingTimeout     = 10 * time.Second
 	defaultMaxMissedPings  = 3
+)
+
+// A sampling or elicitation request is answered by a model or a person: a
+// server rarely has more than a few waiting at once. These leave room for
+// one that fans out, and bound what a flood can make corral hold.
+const (
+	defaultMaxServerRequestsPerSession = 64
+	defaultMaxServerRequests           = 256
 )
 
 // resolved returns the config as corral runs it, every default filled in,
@@ -511,6 +528,8 @@ func (c *Config) applyDefaults() {
 	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
 	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
+	c.MaxServerRequestsPerSession = firstSet(c.MaxServerRequestsPerSession, defaultMaxServerRequestsPerSession)
+	c.MaxServerRequests = firstSet(c.MaxServerRequests, defaultMaxServerRequests)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -913,6 +932,8 @@ func (p *parser) validate(c *Config) {
 		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
 		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
+		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
+		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {
