@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,13 +177,23 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	t.Parallel()
 	tg := startGateway(t, fmt.Sprintf(floodConfig, "2s"))
 	p := newHTTPPeer(t, tg.url, fullCaps)
+	// cancelledIDs returns the IDs the client was told were cancelled, and
+	// fails the test if a reason is not want.
+	var want string
 	cancelledIDs := func(msgs []*wireMsg) []string {
 		var ids []string
 		for _, m := range msgs {
 			if m.Method == "notifications/cancelled" {
-				var params struct{ RequestID json.RawMessage }
+				var params struct {
+					RequestID json.RawMessage
+					Reason    string
+				}
 				json.Unmarshal(m.Params, &params)
 				ids = append(ids, string(params.RequestID))
+				slices.Sort(ids) // they may come in any order
+				if params.Reason != want {
+					t.Errorf("the client was told %s was cancelled because %q, want %q", params.RequestID, params.Reason, want)
+				}
 			}
 		}
 		return ids
@@ -194,10 +205,12 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 				ids = append(ids, string(m.ID))
 			}
 		}
+		slices.Sort(ids)
 		return ids
 	}
 
 	t.Run("by the server", func(t *testing.T) {
+		want = "cancelled by the server"
 		c := startCall(t, p, `"cancel"`, "sample_flood", `{"count":3,"cancel":true}`)
 		if got := c.text(t); got != "sent 3, cancelled 3" {
 			t.Fatalf("sample_flood with cancel = %q", got)
@@ -217,6 +230,7 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	})
 
 	t.Run("with the client's call", func(t *testing.T) {
+		want = "the request it was about was cancelled"
 		c := startCall(t, p, `"long"`, "sample_flood", `{"count":2}`)
 		var asked []*wireMsg
 		for len(asked) < 2 {
@@ -248,6 +262,7 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	})
 
 	t.Run("at requestTimeout", func(t *testing.T) {
+		want = "timed out in corral"
 		c := startCall(t, p, `"timeout"`, "sample_flood", `{"count":2,"answers":0}`)
 		c.text(t)
 		asked := c.drain()
