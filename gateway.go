@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -1040,7 +1041,8 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
 	cfg := g.config()
 	timeout := cfg.requestTimeout(b.cfg)
-	o.timer = time.AfterFunc(timeout, func() {
+	// Armed once o is recorded: o.timer is set before anyone else sees o.
+	o.timer = time.AfterFunc(math.MaxInt64, func() {
 		g.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
 	})
 	if werr := o.m.ask(o, cfg.MaxServerRequests); werr != nil {
@@ -1063,6 +1065,7 @@ func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
 	o.out = s.nextOut
 	s.outbound[o.out] = o
 	s.mu.Unlock()
+	o.timer.Reset(timeout) // if o was settled meanwhile, the timer finds it so
 	return nil
 }
 

@@ -154,6 +154,16 @@ func (p *perSecond) allow(now time.Time) (ok bool, droppedBefore int) {
 	return true, droppedBefore
 }
 
+// flush returns the number of events dropped since the last second
+// counted, and forgets them.
+func (p *perSecond) flush() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.dropped
+	p.dropped = 0
+	return n
+}
+
 // warn logs about a misbehaving server, at most a few lines a second.
 func (m *mux) warn(msg string, args ...any) {
 	ok, dropped := m.logs.allow(time.Now())
@@ -704,6 +714,9 @@ func (m *mux) close(err error) {
 	m.err = err
 	clear(m.pending)
 	close(m.done)
+	if n := m.logs.flush(); n > 0 {
+		m.log.Warn("log lines about the server were dropped", "count", n)
+	}
 }
 
 // encodeRequest returns a request line, with its newline, for the server.
