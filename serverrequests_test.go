@@ -131,10 +131,10 @@ func TestServerRequestsPastTheBoundsFailAtOnceAndAreFreedWhenAnsweredOrTheSessio
 	// Ten requests at once: four reach the client, the other six fail at
 	// once, naming the bound. Twice: answering the four frees them.
 	for round := range 2 {
-		c := startCall(t, a, fmt.Sprint(round+1), "sample_flood", `{"count":10,"answers":6}`)
+		c := startCall(t, a, fmt.Sprint(round+1), "flood_sampling", `{"count":10,"answers":6}`)
 		got := c.text(t)
 		if !strings.HasPrefix(got, "answered 6 of 10: 0 results, 6 errors; first error: -32000 4 requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession)") {
-			t.Fatalf("round %d: sample_flood of 10 = %q, want 6 refused at once naming maxServerRequestsPerSession", round, got)
+			t.Fatalf("round %d: flood_sampling of 10 = %q, want 6 refused at once naming maxServerRequestsPerSession", round, got)
 		}
 		asked := c.drain()
 		if len(asked) != 4 {
@@ -151,12 +151,12 @@ func TestServerRequestsPastTheBoundsFailAtOnceAndAreFreedWhenAnsweredOrTheSessio
 
 	// Four left waiting in a's session; b may have two more, the server's
 	// bound of six.
-	c := startCall(t, a, "3", "sample_flood", `{"count":4,"answers":0}`)
+	c := startCall(t, a, "3", "flood_sampling", `{"count":4,"answers":0}`)
 	c.text(t)
 	b := newHTTPPeer(t, tg.url, fullCaps)
-	c = startCall(t, b, "1", "sample_flood", `{"count":10,"answers":8}`)
+	c = startCall(t, b, "1", "flood_sampling", `{"count":10,"answers":8}`)
 	if got := c.text(t); !strings.HasPrefix(got, `answered 8 of 10: 0 results, 8 errors; first error: -32000 server "a" has 6 requests waiting for clients' answers, the limit (maxServerRequests)`) {
-		t.Fatalf("sample_flood of 10 past the server's bound = %q, want 8 refused naming maxServerRequests", got)
+		t.Fatalf("flood_sampling of 10 past the server's bound = %q, want 8 refused naming maxServerRequests", got)
 	}
 	if s, m := waiting(t, tg, b); s != 2 || m != 6 {
 		t.Errorf("%d requests wait in the second session, %d for the server, want 2 and 6", s, m)
@@ -218,9 +218,9 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	}
 
 	t.Run("by the server", func(t *testing.T) {
-		c := startCall(t, p, `"cancel"`, "sample_flood", `{"count":3,"cancel":true}`)
+		c := startCall(t, p, `"cancel"`, "flood_sampling", `{"count":3,"cancel":true}`)
 		if got := c.text(t); got != "sent 3, cancelled 3" {
-			t.Fatalf("sample_flood with cancel = %q", got)
+			t.Fatalf("flood_sampling with cancel = %q", got)
 		}
 		// The cancellations came on the call's stream, or after the
 		// answer on the session's.
@@ -238,7 +238,7 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	})
 
 	t.Run("with the client's call", func(t *testing.T) {
-		c := startCall(t, p, `"long"`, "sample_flood", `{"count":2}`)
+		c := startCall(t, p, `"long"`, "flood_sampling", `{"count":2}`)
 		var asked []*wireMsg
 		for len(asked) < 2 {
 			select {
@@ -270,7 +270,7 @@ func TestServerRequestsAreFreedWhenCancelledOrTimedOut(t *testing.T) {
 	})
 
 	t.Run("at requestTimeout", func(t *testing.T) {
-		c := startCall(t, p, `"timeout"`, "sample_flood", `{"count":2,"answers":0}`)
+		c := startCall(t, p, `"timeout"`, "flood_sampling", `{"count":2,"answers":0}`)
 		c.text(t)
 		asked := c.drain()
 		var told []*wireMsg

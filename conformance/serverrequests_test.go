@@ -61,7 +61,7 @@ func TestServerRequestFloodIsBoundedAndTheGatewayKeepsServing(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m, err := caller.call(ctxFor(t, 90*time.Second), `"flood"`, "fl", "sample_flood",
+		m, err := caller.call(ctxFor(t, 90*time.Second), `"flood"`, "fl", "flood_sampling",
 			map[string]any{"count": floodCount, "bytes": floodBytes, "answers": floodAnswered})
 		flood, floodErr = m.textOr(err)
 	}()
@@ -69,7 +69,7 @@ func TestServerRequestFloodIsBoundedAndTheGatewayKeepsServing(t *testing.T) {
 	sent := time.Now().Add(30 * time.Second)
 	for !floodSent(g.stateDir) {
 		if time.Now().After(sent) {
-			fatal(t, "the server never began its flood (no sample-flood event within 30s)")
+			fatal(t, "the server never began its flood (no flood-sampling event within 30s)")
 		}
 		time.Sleep(20 * time.Millisecond) // the server's records give no signal
 	}
@@ -100,10 +100,10 @@ func TestServerRequestFloodIsBoundedAndTheGatewayKeepsServing(t *testing.T) {
 	}
 }
 
-// floodSent reports whether a server of dir recorded its sample-flood.
+// floodSent reports whether a server of dir recorded its flood-sampling.
 func floodSent(dir string) bool {
 	for _, e := range allEvents(dir) {
-		if e.Event == "sample-flood" {
+		if e.Event == "flood-sampling" {
 			return true
 		}
 	}

@@ -211,8 +211,8 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
-//	sample_flood {count: int, answers?: int, bytes?: int, cancel?: bool}
-//		Record {"event":"sample-flood","id":COUNT}, then send count
+//	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
+//		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of
 //		bytes 'x' characters. With cancel, then send notifications/cancelled
 //		for each of them and answer "sent COUNT, cancelled COUNT". Otherwise

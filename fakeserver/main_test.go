@@ -514,7 +514,7 @@ func TestToolsListPagination(t *testing.T) {
 	}
 	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed", "flood",
 		"touch", "resources_changed", "prompts_changed", "progress", "log", "sample", "elicit", "roots",
-		"sample_flood", "tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
+		"flood_sampling", "tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
 	if len(seen) != len(want) || pages != 12 {
 		t.Errorf("got %d tools in %d pages, want %d in 12: %v", len(seen), pages, len(want), seen)
 	}

@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-func TestSampleFloodSendsEveryRequestAtOnceAndTalliesTheAnswers(t *testing.T) {
+func TestFloodSamplingSendsEveryRequestAtOnceAndTalliesTheAnswers(t *testing.T) {
 	p := start(t)
 	p.initializeWith("2025-06-18", map[string]any{"sampling": map[string]any{}})
 
 	// Every request is sent before any is answered; the tally counts
 	// results and errors, and names the first error.
-	p.callTool(1, "sample_flood", map[string]any{"count": 3, "bytes": 4})
+	p.callTool(1, "flood_sampling", map[string]any{"count": 3, "bytes": 4})
 	var ids []json.RawMessage
 	for range 3 {
 		m := p.expectServerRequest("sampling/createMessage")
@@ -23,20 +23,20 @@ func TestSampleFloodSendsEveryRequestAtOnceAndTalliesTheAnswers(t *testing.T) {
 	p.respond(ids[0], map[string]any{"content": map[string]any{"type": "text", "text": "a"}})
 	p.respond(ids[2], map[string]any{"content": map[string]any{"type": "text", "text": "c"}})
 	if got, want := p.expectText(1), "answered 3 of 3: 2 results, 1 errors; first error: -32000 too many"; got != want {
-		t.Errorf("sample_flood = %q, want %q", got, want)
+		t.Errorf("flood_sampling = %q, want %q", got, want)
 	}
 
 	// answers: the tool answers once that many have come.
-	p.callTool(2, "sample_flood", map[string]any{"count": 2, "answers": 1})
+	p.callTool(2, "flood_sampling", map[string]any{"count": 2, "answers": 1})
 	m := p.expectServerRequest("sampling/createMessage")
 	p.expectServerRequest("sampling/createMessage")
 	p.respondError(m.ID, 1, "no")
 	if got, want := p.expectText(2), "answered 1 of 2: 0 results, 1 errors; first error: 1 no"; got != want {
-		t.Errorf("sample_flood with answers 1 = %q, want %q", got, want)
+		t.Errorf("flood_sampling with answers 1 = %q, want %q", got, want)
 	}
 
 	// cancel: each request is followed by its cancellation.
-	p.callTool(3, "sample_flood", map[string]any{"count": 2, "cancel": true})
+	p.callTool(3, "flood_sampling", map[string]any{"count": 2, "cancel": true})
 	a := p.expectServerRequest("sampling/createMessage")
 	b := p.expectServerRequest("sampling/createMessage")
 	for _, id := range []json.RawMessage{a.ID, b.ID} {
@@ -50,6 +50,6 @@ func TestSampleFloodSendsEveryRequestAtOnceAndTalliesTheAnswers(t *testing.T) {
 		}
 	}
 	if got, want := p.expectText(3), "sent 2, cancelled 2"; got != want {
-		t.Errorf("sample_flood with cancel = %q, want %q", got, want)
+		t.Errorf("flood_sampling with cancel = %q, want %q", got, want)
 	}
 }

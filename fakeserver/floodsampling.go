@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// sampleFlood sends count sampling/createMessage requests to the client in
+// floodSampling sends count sampling/createMessage requests to the client in
 // one write, without waiting between them, and answers a tally of the
 // client's answers (see the package doc).
-func (s *server) sampleFlood(c *call, args json.RawMessage) {
+func (s *server) floodSampling(c *call, args json.RawMessage) {
 	var a struct {
 		Count   int  `json:"count"`
 		Answers *int `json:"answers"`
@@ -25,7 +25,7 @@ func (s *server) sampleFlood(c *call, args json.RawMessage) {
 		return
 	}
 	if c.modern != nil {
-		c.fail(codeInvalidParams, "sample_flood serves legacy requests only")
+		c.fail(codeInvalidParams, "flood_sampling serves legacy requests only")
 		return
 	}
 	want := a.Count
@@ -51,12 +51,12 @@ func (s *server) sampleFlood(c *call, args json.RawMessage) {
 		}
 		s.mu.Unlock()
 	}()
-	s.record(event{Event: "sample-flood", Tool: c.tool, ID: json.RawMessage(strconv.Itoa(a.Count))})
+	s.record(event{Event: "flood-sampling", Tool: c.tool, ID: json.RawMessage(strconv.Itoa(a.Count))})
 	s.writeStdout(buf.Bytes())
 	if a.Cancel {
 		buf.Reset()
 		for _, id := range ids {
-			fmt.Fprintf(&buf, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"sample_flood cancels its requests"}}`+"\n", id)
+			fmt.Fprintf(&buf, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"flood_sampling cancels its requests"}}`+"\n", id)
 		}
 		s.writeStdout(buf.Bytes())
 		replyText(c, fmt.Sprintf("sent %d, cancelled %d", a.Count, a.Count))
