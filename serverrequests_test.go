@@ -317,7 +317,6 @@ func TestRefusedServerRequestsAreLoggedAtABoundedRateWithACountOfTheRest(t *test
 		g := NewGateway(cfg, slog.New(h), nil)
 		b := g.backendList()[0]
 		m := newMux("a", 2048, b.log, nil) // room for every refusal in its queue
-		defer m.close(errShuttingDown)
 		// No client calls the server: each of its requests is refused.
 		flood := func(n int) {
 			for i := range n {
@@ -327,17 +326,26 @@ func TestRefusedServerRequestsAreLoggedAtABoundedRateWithACountOfTheRest(t *test
 		flood(1000)
 		time.Sleep(time.Second) // of the bubble's clock
 		flood(1)
+		// The count of what a flood's last second dropped is logged when
+		// the server's connection ends, if no line comes after.
+		time.Sleep(time.Second)
+		flood(20)
+		m.close(errShuttingDown)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		refused, dropped := h.records["refused a request of the server to a client"], h.records["log lines about the server were dropped"]
-		if len(refused) != 11 {
-			t.Errorf("1,000 refusals in a second and one more in the next were logged %d times, want 10 and 1", len(refused))
+		if len(refused) != 21 {
+			t.Errorf("1,000 refusals in a second, one in the next and 20 in the third were logged %d times, want 10, 1 and 10", len(refused))
 		}
-		if len(dropped) != 1 || fmt.Sprint(dropped[0]["count"]) != "990" {
-			t.Errorf("the count of lines dropped was logged as %v, want once, 990", dropped)
+		var counts []string
+		for _, d := range dropped {
+			counts = append(counts, fmt.Sprint(d["count"]))
 		}
-		if got := len(m.out); got != 1001 {
-			t.Errorf("the server was answered %d times, want every one of its 1,001 requests", got)
+		if got := strings.Join(counts, " "); got != "990 10" {
+			t.Errorf("the counts of lines dropped were logged as %q, want 990 (in the next second) and 10 (at the end)", got)
+		}
+		if got := len(m.out); got != 1021 {
+			t.Errorf("the server was answered %d times, want every one of its 1,021 requests", got)
 		}
 	})
 }
