@@ -113,6 +113,14 @@ type Config struct {
 	// and 16 MiB. A server's own settings override them.
 	MaxCatalogItems int   `json:"maxCatalogItems"`
 	MaxCatalogBytes int64 `json:"maxCatalogBytes"`
+	// MaxServerRequestsPerSession bounds the requests of servers (sampling,
+	// elicitation, roots) waiting for one session's answers, and
+	// MaxServerRequests those of one server waiting for any client's; past
+	// either, the server's request gets an error at once. Each is freed when
+	// the client answers, the server cancels it, requestTimeout ends or the
+	// session ends. If zero, 64 and 256.
+	MaxServerRequestsPerSession int `json:"maxServerRequestsPerSession"`
+	MaxServerRequests           int `json:"maxServerRequests"`
 
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
@@ -313,6 +321,14 @@ const (
 
 // secretMask is what -check prints in place of a value that may be secret.
 const secretMask = "****"
+
+// A sampling or elicitation request is answered by a model or a person: a
+// server rarely has more than a few waiting at once. These leave room for
+// one that fans out, and bound what a flood can make corral hold.
+const (
+	defaultMaxServerRequestsPerSession = 64
+	defaultMaxServerRequests           = 256
+)
 
 // resolved returns the config as corral runs it, every default filled in,
 // as indented JSON, with what may be secret masked as "****": the values of
@@ -589,6 +605,8 @@ func (c *Config) applyDefaults() {
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
 	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
+	c.MaxServerRequestsPerSession = firstSet(c.MaxServerRequestsPerSession, defaultMaxServerRequestsPerSession)
+	c.MaxServerRequests = firstSet(c.MaxServerRequests, defaultMaxServerRequests)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -1016,6 +1034,8 @@ func (p *parser) validate(c *Config) {
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
 		{"maxCatalogItems", int64(c.MaxCatalogItems), defaultMaxCatalogItems},
 		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
+		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
+		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

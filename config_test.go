@@ -58,6 +58,9 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 		"MaxInFlight":     c.MaxInFlight,
 		"SessionIdle":     c.SessionIdleTimeout.D(),
 		"MaxSessions":     c.MaxSessions,
+
+		"MaxServerRequestsPerSession": c.MaxServerRequestsPerSession,
+		"MaxServerRequests":           c.MaxServerRequests,
 	}
 	want := map[string]any{
 		"Listen":          "127.0.0.1:8931",
@@ -71,6 +74,9 @@ func TestParseConfigAppliesDefaults(t *testing.T) {
 		"MaxInFlight":     1024,
 		"SessionIdle":     time.Hour,
 		"MaxSessions":     1000,
+
+		"MaxServerRequestsPerSession": 64,
+		"MaxServerRequests":           256,
 	}
 	for field, w := range want {
 		if got[field] != w {
@@ -113,6 +119,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxNotificationsPerSecond": 50,
 		"maxCatalogItems": 20,
 		"maxCatalogBytes": 4096,
+		"maxServerRequestsPerSession": 2,
+		"maxServerRequests": 9,
 		"authTokenEnv": "TOKEN",
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
@@ -140,6 +148,9 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		AuthTokenEnv:              "TOKEN",
 		token:                     "tok",
 		AllowedOrigins:            []string{"https://example.com"},
+
+		MaxServerRequestsPerSession: 2,
+		MaxServerRequests:           9,
 	}
 	got := *c
 	got.MCPServers, got.file = nil, ""
@@ -446,6 +457,16 @@ func TestParseConfigErrors(t *testing.T) {
 			name: "a negative global maxInFlight is an error",
 			src:  top(`"maxInFlight": -1`),
 			want: `config.json: maxInFlight: must not be negative, got -1; use a positive number, or remove the key for the default (1024)`,
+		},
+		{
+			name: "a negative maxServerRequestsPerSession is an error",
+			src:  top(`"maxServerRequestsPerSession": -1`),
+			want: `config.json: maxServerRequestsPerSession: must not be negative, got -1; use a positive number, or remove the key for the default (64)`,
+		},
+		{
+			name: "a negative maxServerRequests is an error",
+			src:  top(`"maxServerRequests": -3`),
+			want: `config.json: maxServerRequests: must not be negative, got -3; use a positive number, or remove the key for the default (256)`,
 		},
 		{
 			name: "a listen address without a port is an error",

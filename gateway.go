@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,6 +320,7 @@ type session struct {
 	cancelled       map[string]bool               // requests the client cancelled
 	nextOut         int64                         // the last ID of a request corral sent the client
 	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
+	ended           bool                          // endSession was called: nothing more is sent
 }
 
 // outbound is a server's request passed on to a client. The client's
@@ -330,6 +332,13 @@ type outbound struct {
 
 	method string // the request, for a modern client's input_required
 	params json.RawMessage
+
+	// A request passed to a legacy client waits in its session, under the
+	// session's ID for it, until it is settled (see settleAsked).
+	s     *session
+	out   int64
+	rel   *related    // the client's call the server asked about
+	timer *time.Timer // settles it at requestTimeout
 }
 
 // deliver passes the client's answer on.
@@ -343,6 +352,38 @@ func (o *outbound) deliver(a *wireMsg) {
 		return
 	}
 	o.m.answer(o.id, resultReply(o.id, a.Result))
+}
+
+// release settles o with its server, if it was recorded there, and stops
+// its timer. It reports whether this call settled it: only that caller
+// answers the server.
+func (o *outbound) release() bool {
+	if o.m != nil && o.s != nil && !o.m.settle(o) {
+		return false
+	}
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	return true
+}
+
+// forget removes o from the requests waiting for the session's answers,
+// and reports whether the session has ended.
+func (s *session) forget(o *outbound) (ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outbound[o.out] == o {
+		delete(s.outbound, o.out)
+	}
+	return s.ended
+}
+
+// waiting returns the number of requests of servers waiting for the
+// session's answers.
+func (s *session) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.outbound)
 }
 
 // newSession registers a session so that it hears of catalog changes.
@@ -368,6 +409,7 @@ func (g *Gateway) endSession(s *session) {
 	delete(g.sessions, s)
 	g.mu.Unlock()
 	s.mu.Lock()
+	s.ended = true
 	for _, cancel := range s.inflight {
 		cancel()
 	}
@@ -376,7 +418,9 @@ func (g *Gateway) endSession(s *session) {
 	level := s.logLevel
 	s.mu.Unlock()
 	for _, o := range out {
-		o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
+		if o.release() {
+			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
+		}
 	}
 	g.unsubscribeAll(s)
 	if level != "" {
@@ -863,6 +907,11 @@ func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *back
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	defer func() {
+		if ctx.Err() != nil {
+			g.cancelAsked(rel) // before cancel, which would make every call look cancelled
+		}
+	}()
 	start := time.Now()
 	answer, err := b.call(ctx, msg.Method, params, rel)
 	// A modern server may ask for the client's input first; a legacy client
@@ -928,12 +977,16 @@ func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, ans
 // server, on the stream of its latest such request, under an ID of the
 // session's own. The server gets an error instead when no session, or more
 // than one, has requests in flight to it (corral cannot tell whom it asks),
-// or when that session's client did not declare the capability the request
-// needs. Called on the mux's reading goroutine; it does not block.
+// when that session's client did not declare the capability the request
+// needs, or when maxServerRequests of the server's, or
+// maxServerRequestsPerSession of the session's, wait for an answer. Called
+// on the mux's reading goroutine; it does not block, and logs at most a few
+// lines a second (mux.warn).
 func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	fail := func(code int, format string, args ...any) {
-		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: fmt.Sprintf(format, args...)}))
-		b.log.Warn("refused a request of the server to a client", "method", msg.Method, "why", fmt.Sprintf(format, args...))
+		why := fmt.Sprintf(format, args...)
+		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
+		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
 	}
 	capability, known := map[string]string{
 		"sampling/createMessage": "sampling",
@@ -964,24 +1017,119 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
 		return
 	}
-	o := &outbound{m: m, id: msg.ID, method: msg.Method, params: msg.Params}
 	if rel.modern {
 		// A modern client is asked with an input_required result.
 		select {
-		case rel.inputs <- o:
+		case rel.inputs <- &outbound{m: m, id: msg.ID, method: msg.Method, params: msg.Params}:
 		default:
-			fail(codeInternalError, "too many requests of server %q wait for the client", b.name)
+			fail(codeUnavailable, "%d requests of server %q wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", cap(rel.inputs), b.name)
 		}
 		return
 	}
-	s := rel.s
-	s.mu.Lock()
-	s.nextOut++
-	id := s.nextOut
-	s.outbound[id] = o
-	s.mu.Unlock()
-	line, _ := encodeRequest(id, msg.Method, msg.Params)
+	// The params are not kept: they are in the line sent to the client, and
+	// would keep the whole line the server wrote alive.
+	o := &outbound{m: m, id: msg.ID, s: rel.s, rel: rel}
+	if werr := g.askSession(b, o); werr != nil {
+		fail(werr.Code, "%s", werr.Message)
+		return
+	}
+	line, _ := encodeRequest(o.out, msg.Method, msg.Params)
 	rel.send(line[:len(line)-1])
+}
+
+// askSession records o, a request of server b's for o.s's client, with its
+// server and in its session, under a new ID of the session's, until it is
+// settled: answered, cancelled, timed out (requestTimeout) or its session
+// ended. It fails when maxServerRequests of the server's or
+// maxServerRequestsPerSession of the session's already wait.
+func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
+	cfg := g.config()
+	timeout := cfg.requestTimeout(b.cfg)
+	// Armed once o is recorded: o.timer is set before anyone else sees o.
+	o.timer = time.AfterFunc(math.MaxInt64, func() {
+		g.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
+	})
+	if werr := o.m.ask(o, cfg.MaxServerRequests); werr != nil {
+		o.timer.Stop()
+		return werr
+	}
+	s := o.s
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		o.release()
+		return &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+	}
+	if n := len(s.outbound); n >= cfg.MaxServerRequestsPerSession {
+		s.mu.Unlock()
+		o.release()
+		return unavailable("%d requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", n)
+	}
+	s.nextOut++
+	o.out = s.nextOut
+	s.outbound[o.out] = o
+	s.mu.Unlock()
+	o.timer.Reset(timeout) // if o was settled meanwhile, the timer finds it so
+	return nil
+}
+
+// settleAsked ends o, a request of a server's waiting for a session's
+// answer, if it still waits: the client is told it is cancelled (with
+// reason), and the server gets werr, unless werr is nil (the server
+// cancelled it itself).
+func (g *Gateway) settleAsked(o *outbound, werr *wireError, reason string) {
+	if !o.release() {
+		return
+	}
+	ended := o.s.forget(o)
+	if werr != nil {
+		o.m.answer(o.id, errorReply(o.id, werr))
+	}
+	if ended {
+		return // no one to tell
+	}
+	params, _ := json.Marshal(struct {
+		RequestID int64  `json:"requestId"`
+		Reason    string `json:"reason"`
+	}{o.out, reason})
+	note, _ := encodeNotification("notifications/cancelled", params)
+	o.rel.send(note[:len(note)-1])
+}
+
+// serverCancelled serves a server's notifications/cancelled for one of its
+// requests waiting for a client: the client is told, and corral forgets it.
+func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, p.RequestID) != nil {
+		return
+	}
+	if o := m.askedAs(c.Bytes()); o != nil {
+		g.settleAsked(o, nil, "cancelled by the server")
+	}
+}
+
+// cancelAsked ends the requests of a server still waiting for the answers
+// of a client whose call rel they were about, now that the call was
+// cancelled or timed out: the server was told to stop serving it.
+func (g *Gateway) cancelAsked(rel *related) {
+	s := rel.s
+	var about []*outbound
+	s.mu.Lock()
+	for _, o := range s.outbound {
+		if o.rel == rel {
+			about = append(about, o)
+		}
+	}
+	s.mu.Unlock()
+	for _, o := range about {
+		g.settleAsked(o, &wireError{Code: codeInternalError, Message: "the client's request that this request was about was cancelled"}, "the request it was about was cancelled")
+	}
 }
 
 // clientAnswer passes a client's answer to a server's request back to that
@@ -996,7 +1144,9 @@ func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
 		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
 		return
 	}
-	o.deliver(msg)
+	if o.release() {
+		o.deliver(msg)
+	}
 }
 
 // logLevels are the levels of notifications/message, least severe first.

@@ -206,7 +206,7 @@ func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
 	got := c.listToolNames()
 	var want []string
 	for _, tool := range []string{"big", "crash", "echo", "elicit", "flood", "garbage", "hang", "list_changed", "log", "progress",
-		"prompts_changed", "resources_changed", "roots", "sample", "sleep", "stderr", "touch", "whoami"} {
+		"prompts_changed", "resources_changed", "roots", "sample", "flood_sampling", "sleep", "stderr", "touch", "whoami"} {
 		want = append(want, "one_"+tool, "two__"+tool)
 	}
 	want = append(want, "one_tool_000", "one_tool_001", "one_tool_002")

@@ -279,6 +279,7 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 	var rel chan []byte     // messages for the stream; made by the first one
 	var wrote chan struct{} // closed when the writer has written them all
 	open := true
+	dropped := 0 // messages dropped for a slow client: logged once, then counted
 	send := func(m []byte) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -305,12 +306,18 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 		select {
 		case rel <- m:
 		default:
-			h.log.Warn("dropping a message related to a request: the client reads too slowly", "method", msg.Method)
+			if dropped == 0 {
+				h.log.Warn("dropping messages related to a request: the client reads too slowly", "method", msg.Method)
+			}
+			dropped++
 		}
 	}
 	answer = h.gw.handle(r.Context(), s, msg, send)
 	mu.Lock()
 	open = false
+	if dropped > 1 {
+		h.log.Warn("dropped messages related to a request: the client read too slowly", "method", msg.Method, "count", dropped)
+	}
 	mu.Unlock()
 	if rel == nil {
 		return answer, false

@@ -337,6 +337,15 @@ const maxInputRounds = 10
 func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMessage, ir *inputRequired) (json.RawMessage, error) {
 	s := rel.s
 	replies := map[string]chan *wireMsg{}
+	var ids []int64
+	defer func() {
+		s.mu.Lock()
+		for _, id := range ids {
+			delete(s.outbound, id) // those the client did not answer
+		}
+		s.mu.Unlock()
+	}()
+	max := g.config().MaxServerRequestsPerSession
 	for _, key := range slices.Sorted(maps.Keys(ir.InputRequests)) {
 		var in struct {
 			Method string          `json:"method"`
@@ -345,10 +354,15 @@ func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMe
 		json.Unmarshal(ir.InputRequests[key], &in)
 		c := make(chan *wireMsg, 1)
 		s.mu.Lock()
+		if n := len(s.outbound); n >= max {
+			s.mu.Unlock()
+			return nil, unavailable("%d requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", n)
+		}
 		s.nextOut++
 		id := s.nextOut
 		s.outbound[id] = &outbound{reply: c}
 		s.mu.Unlock()
+		ids = append(ids, id)
 		line, err := encodeRequest(id, in.Method, in.Params)
 		if err != nil {
 			return nil, err
@@ -424,7 +438,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 		clear(ex.pending)
 	} else {
 		ex = &exchange{rel: rel, done: make(chan struct{}), pending: map[string]*outbound{}}
-		rel.inputs = make(chan *outbound, 16)
+		rel.inputs = make(chan *outbound, g.config().MaxServerRequestsPerSession)
 		callCtx, cancel := context.WithTimeout(context.Background(), timeout)
 		stop := context.AfterFunc(g.cut, cancel)
 		ex.cancel = func() { stop(); cancel() }

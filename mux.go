@@ -108,6 +108,7 @@ type mux struct {
 
 	mu      sync.Mutex
 	pending map[int64]*pendingCall // by the ID sent to the server
+	asked   map[string]*outbound   // the server's requests waiting for a client, by the server's ID
 	err     error                  // why the mux closed; set once
 	done    chan struct{}          // closed when err is set
 }
@@ -124,6 +125,7 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		out:     make(chan []byte, 2*maxInFlight+16),
 		slots:   make(chan struct{}, maxInFlight),
 		pending: make(map[int64]*pendingCall),
+		asked:   make(map[string]*outbound),
 		done:    make(chan struct{}),
 		notes:   perSecond{limit: defaultMaxNotifyRate},
 		logs:    perSecond{limit: 10},
@@ -173,6 +175,16 @@ func (p *perSecond) allow(now time.Time) (ok bool, droppedBefore int) {
 	}
 	p.n++
 	return true, droppedBefore
+}
+
+// flush returns the number of events dropped since the last second
+// counted, and forgets them.
+func (p *perSecond) flush() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.dropped
+	p.dropped = 0
+	return n
 }
 
 // warn logs about a misbehaving server, at most a few lines a second.
@@ -353,6 +365,51 @@ func (m *mux) Notify(ctx context.Context, method string, params json.RawMessage)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ask records o, a request of the server's passed on to a client, until it
+// is settled. It fails when max are already waiting (maxServerRequests), or
+// one with the same ID is (the specification forbids reusing an ID).
+func (m *mux) ask(o *outbound, max int) *wireError {
+	key := string(o.id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.asked[key] != nil:
+		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request of server %q with id %s already waits for the client's answer; IDs must not be reused", m.name, truncate(o.id, 50))}
+	case len(m.asked) >= max:
+		return unavailable("server %q has %d requests waiting for clients' answers, the limit (maxServerRequests); corral refuses more until some are answered", m.name, len(m.asked))
+	}
+	m.asked[key] = o
+	return nil
+}
+
+// settle forgets o, a request recorded by ask, and reports whether it was
+// still waiting: only the caller that settles it answers the server.
+func (m *mux) settle(o *outbound) bool {
+	key := string(o.id)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.asked[key] != o {
+		return false
+	}
+	delete(m.asked, key)
+	return true
+}
+
+// askedAs returns the server's request recorded under its ID id, or nil.
+func (m *mux) askedAs(id json.RawMessage) *outbound {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.asked[string(id)]
+}
+
+// waiting returns the number of the server's requests waiting for a
+// client's answer.
+func (m *mux) waiting() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.asked)
 }
 
 // inFlight returns the number of requests waiting for an answer.
@@ -628,7 +685,7 @@ func (m *mux) answer(id json.RawMessage, r *reply) {
 	select {
 	case m.out <- line.Bytes():
 	default:
-		m.log.Warn("stdin queue full; dropping an answer to the server's request", "id", truncate(id, 50))
+		m.warn("stdin queue full; dropping an answer to the server's request", "id", truncate(id, 50))
 	}
 }
 
@@ -680,6 +737,9 @@ func (m *mux) close(err error) {
 	m.err = err
 	clear(m.pending)
 	close(m.done)
+	if n := m.logs.flush(); n > 0 {
+		m.log.Warn("log lines about the server were dropped", "count", n)
+	}
 }
 
 // encodeRequest returns a request line, with its newline, for the server.

@@ -586,7 +586,16 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 			}
 		}
 	}()
+	// A server's request to the client may be settled by its timer after
+	// the session ends; what it sends then must not reach a closed lines.
+	var linesMu sync.Mutex
+	linesClosed := false
 	s := gw.newSession(func(msg []byte) {
+		linesMu.Lock()
+		defer linesMu.Unlock()
+		if linesClosed {
+			return
+		}
 		select {
 		case lines <- &reply{head: msg}:
 		default:
@@ -675,7 +684,10 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 	cancelCalls()
 	gw.endSession(s)
 	calls.Wait()
+	linesMu.Lock()
+	linesClosed = true
 	close(lines)
+	linesMu.Unlock()
 	<-writerDone
 }
 

@@ -762,6 +762,13 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
 		b.gw.resourceUpdated(b, msg.Params)
+	case "notifications/cancelled":
+		b.mu.Lock()
+		m := b.mux
+		b.mu.Unlock()
+		if m != nil {
+			b.gw.serverCancelled(m, msg.Params)
+		}
 	default:
 		b.log.Debug("notification from server not passed on", "method", msg.Method)
 	}

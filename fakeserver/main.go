@@ -217,6 +217,14 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
+//	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
+//		Record {"event":"flood-sampling","id":COUNT}, then send count
+//		sampling/createMessage requests in one write, each with a prompt of
+//		bytes 'x' characters. With cancel, then send notifications/cancelled
+//		for each of them and answer "sent COUNT, cancelled COUNT". Otherwise
+//		wait until answers (default count) of them are answered, or for 30
+//		seconds, and answer "answered A of COUNT: R results, E errors",
+//		followed by "; first error: CODE MESSAGE" if E > 0. Legacy only.
 //
 // Answers are results of the form
 //

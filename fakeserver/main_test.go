@@ -514,7 +514,7 @@ func TestToolsListPagination(t *testing.T) {
 	}
 	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed", "flood",
 		"touch", "resources_changed", "prompts_changed", "progress", "log", "sample", "elicit", "roots",
-		"tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
+		"flood_sampling", "tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
 	if len(seen) != len(want) || pages != 12 {
 		t.Errorf("got %d tools in %d pages, want %d in 12: %v", len(seen), pages, len(want), seen)
 	}
@@ -527,7 +527,7 @@ func TestToolsListPagination(t *testing.T) {
 		t.Errorf("tools listed in order\n%s\nwant\n%s", got, want)
 	}
 
-	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(23), encodeCursor(99)} {
+	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(len(want)), encodeCursor(99)} {
 		p.request(100+i, "tools/list", map[string]any{"cursor": bad})
 		p.expectError(100+i, -32602, "invalid cursor")
 	}

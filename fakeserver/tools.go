@@ -96,6 +96,12 @@ func (s *server) addTools() {
 		"message": {"string", `Message to show the user (default "name?").`},
 	}, s.elicit)
 	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
+	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
+		"count":   integer("Number of requests."),
+		"answers": integer("Answers to wait for (default count)."),
+		"bytes":   integer("Length of each request's prompt text."),
+		"cancel":  {"boolean", "Cancel every request at once instead of waiting."},
+	}, s.floodSampling)
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
