@@ -232,8 +232,9 @@ type Supervision struct {
 	// to start again from RestartDelay. If zero, twice MaxRestartDelay.
 	StableAfter Duration `json:"stableAfter"`
 
-	// MaxRestarts is how many restarts RestartWindow may hold: one more, and
-	// the server is failed. If zero, 5.
+	// MaxRestarts is how many restarts RestartWindow may hold, and how many
+	// restarts in a row may fail to get the server ready, however far apart:
+	// one more of either, and the server is failed. If zero, 5.
 	MaxRestarts int `json:"maxRestarts"`
 
 	// RestartWindow is the sliding window in which restarts are counted. If
