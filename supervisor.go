@@ -268,6 +268,7 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	}
 	<-m.done
 	readyFor = time.Since(readyAt)
+	b.leaveReady(m, stripServer(b.name, m.err.Error()))
 	stop()
 	wg.Wait()
 	return readyFor, m.err // set once done is closed
@@ -353,6 +354,7 @@ func (b *backend) pingLoop(stop func(), m *mux) {
 			if missed >= b.sup.MaxMissedPings {
 				why := fmt.Sprintf("server %q missed %d pings in a row (pingTimeout %s); restarting it", b.name, missed, b.sup.PingTimeout.D())
 				b.log.Error(why)
+				b.leaveReady(m, stripServer(b.name, why))
 				m.close(unavailable("%s", why))
 				stop()
 				return
@@ -446,6 +448,7 @@ func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
 	}
 	select {
 	case <-p.exited:
+		b.leaveReady(m, fmt.Sprintf("exited (%s)", p.exitDescription()))
 		// The last stderr line usually says why; it is read a moment after
 		// the exit is seen, unless a descendant holds stderr open.
 		t := time.NewTimer(stderrSettle)
@@ -787,11 +790,29 @@ func (b *backend) capabilities() capabilities {
 	return b.caps
 }
 
+// leaveReady takes the backend out of ready as soon as the run whose mux is
+// m is seen to be over, for the reason why: calls made from then on wait for
+// the restart (or fail at once, if corral is stopping the server) instead of
+// reaching a server that is gone, while what is left of it is stopped. It
+// does nothing unless the backend is ready with m.
+func (b *backend) leaveReady(m *mux, why string) {
+	b.mu.Lock()
+	ours, stopping := b.state == stateReady && b.mux == m, b.stopping
+	b.mu.Unlock()
+	switch {
+	case !ours:
+	case stopping:
+		b.setState(stateStopped, "stopped by corral")
+	default:
+		b.setState(stateBackoff, why)
+	}
+}
+
 // setState moves the backend to state s for the reason why, logs the
 // transition, wakes whoever waits for a change, and tells the gateway.
 func (b *backend) setState(s backendState, why string) {
 	b.mu.Lock()
-	prev := b.state
+	prev, prevWhy := b.state, b.lastErr
 	b.state = s
 	if s != stateReady {
 		b.lastErr = why
@@ -803,7 +824,7 @@ func (b *backend) setState(s backendState, why string) {
 		pid = b.proc.pid
 	}
 	b.mu.Unlock()
-	if prev != s {
+	if prev != s || why != prevWhy {
 		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
@@ -823,6 +844,13 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 		b.mu.Lock()
 		state, m, changed, lastErr := b.state, b.mux, b.changed, b.lastErr
 		b.mu.Unlock()
+		if state == stateReady {
+			select {
+			case <-m.done:
+				state = stateBackoff // the run is over; leaveReady is on its way
+			default:
+			}
+		}
 		switch state {
 		case stateReady:
 			return m.CallFor(ctx, method, params, rel)
