@@ -105,6 +105,14 @@ type Config struct {
 	// per second. If zero, 200.
 	MaxNotificationsPerSecond int `json:"maxNotificationsPerSecond"`
 
+	// MaxStderrLinesPerSecond and MaxStderrBytesPerSecond bound how much of
+	// one server's stderr corral copies into its own log: on average, with
+	// bursts of up to one second's worth. Past either, lines are left out of
+	// the log (its last lines are still kept for error messages), and one
+	// line a second says how many. If zero, 100 and 65536.
+	MaxStderrLinesPerSecond int `json:"maxStderrLinesPerSecond"`
+	MaxStderrBytesPerSecond int `json:"maxStderrBytesPerSecond"`
+
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
 	// A request with any other Origin gets 403. If empty, only loopback origins.
@@ -280,6 +288,8 @@ const (
 	defaultReadHeader      = 10 * time.Second
 	defaultReadTimeout     = 60 * time.Second
 	defaultMaxNotifyRate   = 200
+	defaultMaxStderrLines  = 100
+	defaultMaxStderrBytes  = 64 << 10
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second
@@ -512,6 +522,8 @@ func (c *Config) applyDefaults() {
 	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
 	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
+	c.MaxStderrLinesPerSecond = firstSet(c.MaxStderrLinesPerSecond, defaultMaxStderrLines)
+	c.MaxStderrBytesPerSecond = firstSet(c.MaxStderrBytesPerSecond, defaultMaxStderrBytes)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -914,6 +926,8 @@ func (p *parser) validate(c *Config) {
 		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
 		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
+		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
+		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

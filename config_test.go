@@ -111,6 +111,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"readHeaderTimeout": "2s",
 		"readTimeout": "20s",
 		"maxNotificationsPerSecond": 50,
+		"maxStderrLinesPerSecond": 20,
+		"maxStderrBytesPerSecond": 8192,
 		"authTokenEnv": "TOKEN",
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
@@ -133,6 +135,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		ReadHeaderTimeout:         Duration(2 * time.Second),
 		ReadTimeout:               Duration(20 * time.Second),
 		MaxNotificationsPerSecond: 50,
+		MaxStderrLinesPerSecond:   20,
+		MaxStderrBytesPerSecond:   8192,
 		AuthTokenEnv:              "TOKEN",
 		token:                     "tok",
 		AllowedOrigins:            []string{"https://example.com"},
@@ -432,6 +436,11 @@ func TestParseConfigErrors(t *testing.T) {
 			name: "a negative global maxInFlight is an error",
 			src:  top(`"maxInFlight": -1`),
 			want: `config.json: maxInFlight: must not be negative, got -1; use a positive number, or remove the key for the default (1024)`,
+		},
+		{
+			name: "a negative maxStderrBytesPerSecond is an error",
+			src:  top(`"maxStderrBytesPerSecond": -1`),
+			want: `config.json: maxStderrBytesPerSecond: must not be negative, got -1; use a positive number, or remove the key for the default (65536)`,
 		},
 		{
 			name: "a listen address without a port is an error",

@@ -498,6 +498,9 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
+
+		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
+		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,
 	}
 }
 
