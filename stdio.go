@@ -38,9 +38,10 @@ type processSpec struct {
 
 	log *slog.Logger // receives the server's stderr, line by line
 
-	// stderrLines and stderrBytes bound the server's stderr copied into log,
-	// a second (see drainLines). If zero, the defaults of
-	// maxStderrLinesPerSecond and maxStderrBytesPerSecond.
+	// stderrLines and stderrBytes are how many lines and bytes of the
+	// server's stderr may be copied into log a second (see drainLines). If
+	// zero, the defaults of maxStderrLinesPerSecond and
+	// maxStderrBytesPerSecond.
 	stderrLines, stderrBytes int
 
 	// reaper, if not nil, is told of the process so that it never reaps it.

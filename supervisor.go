@@ -395,7 +395,7 @@ func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait t
 	}
 	if p.probation {
 		if readyFor == 0 {
-			p.gaveUp = fmt.Sprintf("its retry after %s did not become ready (failedRetry)", p.s.FailedRetry.D())
+			p.gaveUp = "a retry after the cool-down that did not become ready"
 			return p.s.FailedRetry.D(), true // tried again after the cool-down, and still broken
 		}
 		p.probation = false // it became ready: back in service, with a clean slate
