@@ -121,6 +121,13 @@ type Config struct {
 	// session ends. If zero, 64 and 256.
 	MaxServerRequestsPerSession int `json:"maxServerRequestsPerSession"`
 	MaxServerRequests           int `json:"maxServerRequests"`
+	// MaxStderrLinesPerSecond and MaxStderrBytesPerSecond bound how much of
+	// one server's stderr corral copies into its own log: on average, with
+	// bursts of up to one second's worth. Past either, lines are left out of
+	// the log (its last lines are still kept for error messages), and one
+	// line a second says how many. If zero, 100 and 65536.
+	MaxStderrLinesPerSecond int `json:"maxStderrLinesPerSecond"`
+	MaxStderrBytesPerSecond int `json:"maxStderrBytesPerSecond"`
 
 	// AllowedOrigins lists the Origin header values accepted besides those of
 	// loopback hosts (http://localhost:*, http://127.0.0.1:*, http://[::1]:*).
@@ -258,8 +265,9 @@ type Supervision struct {
 	// to start again from RestartDelay. If zero, twice MaxRestartDelay.
 	StableAfter Duration `json:"stableAfter"`
 
-	// MaxRestarts is how many restarts RestartWindow may hold: one more, and
-	// the server is failed. If zero, 5.
+	// MaxRestarts is how many restarts RestartWindow may hold, and how many
+	// restarts in a row may fail to get the server ready, however far apart:
+	// one more of either, and the server is failed. If zero, 5.
 	MaxRestarts int `json:"maxRestarts"`
 
 	// RestartWindow is the sliding window in which restarts are counted. If
@@ -307,6 +315,8 @@ const (
 	defaultMaxNotifyRate   = 200
 	defaultMaxCatalogItems = 10000
 	defaultMaxCatalogBytes = 16 << 20
+	defaultMaxStderrLines  = 100
+	defaultMaxStderrBytes  = 64 << 10
 	toolSeparator          = "__"
 
 	defaultRestartDelay    = 1 * time.Second
@@ -607,6 +617,8 @@ func (c *Config) applyDefaults() {
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
 	c.MaxServerRequestsPerSession = firstSet(c.MaxServerRequestsPerSession, defaultMaxServerRequestsPerSession)
 	c.MaxServerRequests = firstSet(c.MaxServerRequests, defaultMaxServerRequests)
+	c.MaxStderrLinesPerSecond = firstSet(c.MaxStderrLinesPerSecond, defaultMaxStderrLines)
+	c.MaxStderrBytesPerSecond = firstSet(c.MaxStderrBytesPerSecond, defaultMaxStderrBytes)
 	for name, s := range c.MCPServers {
 		if s != nil && s.name == "" {
 			s.name = name
@@ -1036,6 +1048,8 @@ func (p *parser) validate(c *Config) {
 		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
 		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
 		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
+		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
+		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}
 	p.validateSupervision("", c.Supervision)
 	for _, f := range limits {

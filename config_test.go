@@ -121,6 +121,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxCatalogBytes": 4096,
 		"maxServerRequestsPerSession": 2,
 		"maxServerRequests": 9,
+		"maxStderrLinesPerSecond": 20,
+		"maxStderrBytesPerSecond": 8192,
 		"authTokenEnv": "TOKEN",
 		"allowedOrigins": ["https://example.com"],
 		"mcpServers": {"echo": {"command": "echo-server"}}
@@ -145,6 +147,8 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		MaxNotificationsPerSecond: 50,
 		MaxCatalogItems:           20,
 		MaxCatalogBytes:           4096,
+		MaxStderrLinesPerSecond:   20,
+		MaxStderrBytesPerSecond:   8192,
 		AuthTokenEnv:              "TOKEN",
 		token:                     "tok",
 		AllowedOrigins:            []string{"https://example.com"},
@@ -467,6 +471,11 @@ func TestParseConfigErrors(t *testing.T) {
 			name: "a negative maxServerRequests is an error",
 			src:  top(`"maxServerRequests": -3`),
 			want: `config.json: maxServerRequests: must not be negative, got -3; use a positive number, or remove the key for the default (256)`,
+		},
+		{
+			name: "a negative maxStderrBytesPerSecond is an error",
+			src:  top(`"maxStderrBytesPerSecond": -1`),
+			want: `config.json: maxStderrBytesPerSecond: must not be negative, got -1; use a positive number, or remove the key for the default (65536)`,
 		},
 		{
 			name: "a listen address without a port is an error",

@@ -385,6 +385,29 @@ func TestCrashFailsEveryPendingCallAtOnceAndTheServerComesBack(t *testing.T) {
 	}
 }
 
+func TestCallRightAfterACrashWaitsForTheRestartWhileAGrandchildHoldsThePipes(t *testing.T) {
+	t.Parallel()
+	// The grandchild keeps the dead server's stdout and stderr open, so
+	// its pipes reach EOF only when corral gives up waiting for them.
+	tg := startGateway(t, `{"restartDelay":"50ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a","-grandchild","setsid","-grandchild-holds-stdout"]}}}`)
+	c := connect(t, tg.url)
+	server := serversNamed(t, tg.dir, "a")[0].PID
+	crash := c.callTool(`"crash"`, "crash", `{"code":9}`)
+	if crash.Error == nil || !strings.Contains(crash.Error.Message, "exit status 9") {
+		t.Fatalf("call that crashed the server = %+v, want an error with its exit status", crash)
+	}
+	if state := tg.gw.backends[0].snapshot(); state == stateReady {
+		t.Errorf("state once the crash was answered = %s, want the server out of ready", state)
+	}
+	msg := c.callTool(`"after"`, "whoami", `{}`)
+	if msg.Error != nil {
+		t.Fatalf("call made right after the crash = error %d %q, want it to wait for the restart", msg.Error.Code, msg.Error.Message)
+	}
+	if text := toolText(t, msg); strings.Contains(text, fmt.Sprintf(`"pid":%d`, server)) {
+		t.Errorf("call after the crash reached %s, the dead process; want a new one", text)
+	}
+}
+
 func collect(c <-chan *wireMsg, n int) []*wireMsg {
 	var all []*wireMsg
 	for range n {

@@ -38,6 +38,12 @@ type processSpec struct {
 
 	log *slog.Logger // receives the server's stderr, line by line
 
+	// stderrLines and stderrBytes are how many lines and bytes of the
+	// server's stderr may be copied into log a second (see drainLines). If
+	// zero, the defaults of maxStderrLinesPerSecond and
+	// maxStderrBytesPerSecond.
+	stderrLines, stderrBytes int
+
 	// reaper, if not nil, is told of the process so that it never reaps it.
 	reaper *orphanReaper
 }
@@ -261,23 +267,131 @@ func (p *process) exitDescription() string {
 	return p.waitErr.Error()
 }
 
-// drainStderr copies the server's stderr into the log, a line at a time, and
-// keeps the last lines for error messages. It never stops reading, so a
-// server that writes much to stderr is never blocked by corral.
+// drainStderr copies the server's stderr into the log and keeps its last
+// lines for error messages (see drainLines).
 func (p *process) drainStderr() {
 	defer close(p.stderrDone)
-	br := bufio.NewReaderSize(p.stderr, 4096)
+	drainLines(p.stderr, &p.tail, p.spec.log,
+		firstSet(p.spec.stderrLines, defaultMaxStderrLines), firstSet(p.spec.stderrBytes, defaultMaxStderrBytes))
+}
+
+// drainLines reads r, a server's stderr, to its end, a line at a time: each
+// line goes to tail, and to log as long as the server stays within lineRate
+// lines and byteRate bytes a second (see stderrLimit). It never stops
+// reading, so a server that writes much to stderr is never blocked by
+// corral, nor can it flood corral's log. It returns once the lines it left
+// out of the log have been counted in it.
+func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, lineRate, byteRate int) {
+	limit := newStderrLimit(lineRate, byteRate, func(lines, bytes int) {
+		log.Warn("stderr lines left out of the log: the server wrote more than maxStderrLinesPerSecond or maxStderrBytesPerSecond allow",
+			"lines", lines, "bytes", bytes)
+	})
+	defer limit.close()
+	br := bufio.NewReaderSize(r, 4096)
 	for {
 		line, err := br.ReadSlice('\n')
 		// A line longer than the buffer is logged in pieces.
 		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
-			p.spec.log.Log(context.Background(), stderrLevel(s), "stderr: "+s)
-			p.tail.add(s)
+			tail.add(s)
+			if limit.allow(time.Now(), len(s)) {
+				log.Log(context.Background(), stderrLevel(s), "stderr: "+s)
+			}
 		}
 		if err != nil && err != bufio.ErrBufferFull {
 			return
 		}
 	}
+}
+
+// stderrLimit decides which of a server's stderr lines are logged: a token
+// bucket each for lines and bytes, refilled at its rate a second and holding
+// at most one second's worth, so that a burst of up to a second's worth is
+// logged whole and a flood at the rates. It counts the lines it turns away
+// and has report called with their number, at most once a second while they
+// last (one second after the first), and at close. Its methods are safe for
+// concurrent use.
+type stderrLimit struct {
+	report func(lines, bytes int)
+
+	mu                    sync.Mutex
+	lines, bytes          tokenBucket
+	dropped, droppedBytes int         // not yet reported
+	timer                 *time.Timer // armed while dropped lines wait to be reported
+	timers                sync.WaitGroup
+}
+
+func newStderrLimit(lineRate, byteRate int, report func(lines, bytes int)) *stderrLimit {
+	return &stderrLimit{
+		report: report,
+		lines:  tokenBucket{rate: float64(lineRate)},
+		bytes:  tokenBucket{rate: float64(byteRate)},
+	}
+}
+
+// allow reports whether a line of size bytes, read at now, may be logged,
+// and counts it if not. A line longer than a second's worth of bytes costs
+// a second's worth.
+func (l *stderrLimit) allow(now time.Time, size int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines.refill(now)
+	l.bytes.refill(now)
+	if cost := min(float64(size), l.bytes.rate); l.lines.tokens >= 1 && l.bytes.tokens >= cost {
+		l.lines.tokens--
+		l.bytes.tokens -= cost
+		return true
+	}
+	l.dropped++
+	l.droppedBytes += size
+	if l.timer == nil {
+		l.timers.Add(1)
+		l.timer = time.AfterFunc(time.Second, func() {
+			defer l.timers.Done()
+			l.flush()
+		})
+	}
+	return false
+}
+
+// flush reports the lines dropped and not yet reported, if any.
+func (l *stderrLimit) flush() {
+	l.mu.Lock()
+	n, size := l.dropped, l.droppedBytes
+	l.dropped, l.droppedBytes, l.timer = 0, 0, nil
+	l.mu.Unlock()
+	if n > 0 {
+		l.report(n, size)
+	}
+}
+
+// close reports what is left to report and returns once no report is under
+// way. The limit must not be used after.
+func (l *stderrLimit) close() {
+	l.mu.Lock()
+	if l.timer != nil && l.timer.Stop() {
+		l.timers.Done() // its function will never run
+	}
+	l.mu.Unlock()
+	l.flush()
+	l.timers.Wait()
+}
+
+// tokenBucket holds up to rate tokens, refilled at rate tokens a second. It
+// starts full. It is not safe for concurrent use.
+type tokenBucket struct {
+	rate   float64
+	tokens float64
+	last   time.Time // of the last refill; zero before the first
+}
+
+// refill adds the tokens due since the last refill, up to rate.
+func (b *tokenBucket) refill(now time.Time) {
+	if b.last.IsZero() {
+		b.tokens = b.rate
+	} else if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.rate, b.tokens+d.Seconds()*b.rate)
+	}
+	b.last = now
 }
 
 // stderrLevel guesses the level of a server's stderr line from the way

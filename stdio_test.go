@@ -3,13 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // startFake starts fakeserver with args through startProcess, with the given
@@ -212,9 +218,161 @@ func TestStdioFrontEndAnswersAnOverLongLineWithItsIDOnlyWhenItIsWhole(t *testing
 			if err := json.Unmarshal([]byte(answers[i]), &msg); err != nil {
 				t.Fatalf("answer %s is not JSON: %v", answers[i], err)
 			}
-			if got := cmp.Or(string(msg.ID), "null"); got != tc.want || msg.Error == nil || msg.Error.Code != codeInvalidRequest {
+			got := string(msg.ID)
+			if got == "" {
+				got = "null"
+			}
+			if got != tc.want || msg.Error == nil || msg.Error.Code != codeInvalidRequest {
 				t.Errorf("answer = %s, want id %s and error %d", answers[i], tc.want, codeInvalidRequest)
 			}
 		})
+	}
+}
+
+// recordingHandler is a slog.Handler that keeps every record. It is safe
+// for concurrent use.
+type recordingHandler struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+
+// stderrLogged returns how many of the server's stderr lines were logged,
+// and the counts of the lines left out, as reported, one pair per report.
+func (h *recordingHandler) stderrLogged() (logged int, reports [][2]int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		switch {
+		case strings.HasPrefix(r.Message, "stderr: "):
+			logged++
+		case strings.HasPrefix(r.Message, "stderr lines left out of the log"):
+			var report [2]int64
+			r.Attrs(func(a slog.Attr) bool {
+				switch a.Key {
+				case "lines":
+					report[0] = a.Value.Int64()
+				case "bytes":
+					report[1] = a.Value.Int64()
+				}
+				return true
+			})
+			reports = append(reports, report)
+		}
+	}
+	return logged, reports
+}
+
+func TestStderrFloodIsLoggedAtABoundedRateWithACountOfWhatIsLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		line               string
+		lines              int
+		lineRate, byteRate int
+		wantLogged         int
+		reportAfterASecond bool // else the count comes when stderr ends
+	}{
+		{name: "short lines are bounded by the line rate", line: "y", lines: 10000, lineRate: 10, byteRate: 1 << 20, wantLogged: 10, reportAfterASecond: true},
+		{name: "long lines are bounded by the byte rate", line: strings.Repeat("x", 100), lines: 1000, lineRate: 1000, byteRate: 1000, wantLogged: 10, reportAfterASecond: true},
+		{name: "what is left out is counted when stderr ends", line: "y", lines: 500, lineRate: 100, byteRate: 1 << 20, wantLogged: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// In the bubble, time stands still while the flood is read: the
+			// bucket holds one second's worth, and no more comes in.
+			synctest.Test(t, func(t *testing.T) {
+				h := &recordingHandler{}
+				r, w := io.Pipe()
+				tail := &lineTail{max: stderrTailLines}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					drainLines(r, tail, slog.New(h), tc.lineRate, tc.byteRate)
+				}()
+				for range tc.lines {
+					io.WriteString(w, tc.line+"\n")
+				}
+				synctest.Wait()
+				logged, reports := h.stderrLogged()
+				if logged != tc.wantLogged || len(reports) != 0 {
+					t.Errorf("after a flood of %d lines in no time: %d logged and reports %v, want %d logged and no report yet", tc.lines, logged, reports, tc.wantLogged)
+				}
+				if tc.reportAfterASecond {
+					time.Sleep(time.Second)
+					synctest.Wait()
+					if _, reports := h.stderrLogged(); len(reports) != 1 {
+						t.Errorf("a second after the flood the log has %d reports of the lines left out, want 1", len(reports))
+					}
+					io.WriteString(w, "after the flood\n") // the bucket is full again
+				}
+				w.Close()
+				<-done
+				dropped := int64(tc.lines - tc.wantLogged)
+				want := [][2]int64{{dropped, dropped * int64(len(tc.line))}}
+				logged, reports = h.stderrLogged()
+				if diff := cmp.Diff(want, reports); diff != "" {
+					t.Errorf("reports of the lines left out (-want +got):\n%s", diff)
+				}
+				if tc.reportAfterASecond && logged != tc.wantLogged+1 {
+					t.Errorf("%d lines logged in all, want %d: the line after the flood too", logged, tc.wantLogged+1)
+				}
+				if got := len(tail.all()); got != stderrTailLines {
+					t.Errorf("the tail kept %d lines, want %d: every line counts for it, logged or not", got, stderrTailLines)
+				}
+			})
+		})
+	}
+}
+
+func TestServerStderrFloodReachesTheLogAtABoundedRate(t *testing.T) {
+	t.Parallel()
+	const lines, rate = 100000, 10
+	h := &recordingHandler{}
+	start := time.Now()
+	p, err := startProcess(processSpec{
+		name:        "noisy",
+		command:     "/bin/sh",
+		args:        []string{"-c", fmt.Sprintf("yes | head -n %d >&2", lines)},
+		stopGrace:   time.Second,
+		killGrace:   time.Second,
+		pipeDrain:   100 * time.Millisecond,
+		log:         slog.New(h),
+		stderrLines: rate,
+		stderrBytes: 1 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(nil) })
+	select {
+	case <-p.stderrDone: // read to its end, and what was left out counted
+	case <-time.After(time.Minute):
+		t.Fatal("the shell's stderr did not end within a minute")
+	}
+	took := time.Since(start)
+	<-p.exited
+	if desc := p.exitDescription(); desc != "exit status 0" {
+		t.Fatalf("the shell ended with %q, want exit status 0", desc)
+	}
+	logged, reports := h.stderrLogged()
+	var dropped int64
+	for _, r := range reports {
+		dropped += r[0]
+	}
+	if int64(logged)+dropped != lines {
+		t.Errorf("%d lines logged and %d reported left out, want %d in all", logged, dropped, lines)
+	}
+	// The bucket starts with a second's worth and gains rate a second.
+	if most := rate * (1 + int(took/time.Second) + 1); logged > most {
+		t.Errorf("%d of %d lines logged in %s, want at most %d at %d a second", logged, lines, took, most, rate)
 	}
 }

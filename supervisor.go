@@ -149,7 +149,7 @@ func (b *backend) run() {
 			b.retryAt = now.Add(wait)
 			b.mu.Unlock()
 			msg := fmt.Sprintf("%s; corral gave up after %s, and tries again at %s (failedRetry)",
-				why, policy.givingUpReason(), now.Add(wait).Format(time.TimeOnly))
+				why, policy.gaveUp, now.Add(wait).Format(time.TimeOnly))
 			b.log.Error("server is failing", "err", msg)
 			b.setState(stateFailed, msg)
 			why = "trying again after failedRetry"
@@ -270,6 +270,7 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	}
 	<-m.done
 	readyFor = time.Since(readyAt)
+	b.leaveReady(m, stripServer(b.name, m.err.Error()))
 	stop()
 	wg.Wait()
 	return readyFor, m.err // set once done is closed
@@ -355,6 +356,7 @@ func (b *backend) pingLoop(stop func(), m *mux) {
 			if missed >= b.sup.MaxMissedPings {
 				why := fmt.Sprintf("server %q missed %d pings in a row (pingTimeout %s); restarting it", b.name, missed, b.sup.PingTimeout.D())
 				b.log.Error(why)
+				b.leaveReady(m, stripServer(b.name, why))
 				m.close(unavailable("%s", why))
 				stop()
 				return
@@ -366,13 +368,21 @@ func (b *backend) pingLoop(stop func(), m *mux) {
 // restartPolicy decides, after each exit of a server, how long to wait before
 // starting it again, or that it is failing. It reads no clock, so tests can
 // drive it with times of their own. It is not safe for concurrent use.
+//
+// Two rules make a server failing: more than MaxRestarts restarts within
+// RestartWindow (a fast crash loop), and more than MaxRestarts starts in a
+// row that never became ready, however far apart (a slow one: a server that
+// hangs in its handshake until StartTimeout, whose restarts the doubling
+// delay spreads wider than any window).
 type restartPolicy struct {
 	s      Supervision
 	jitter func() float64 // in [0, 1)
 
-	delay     time.Duration // the last backoff, before jitter; zero after a stable run
-	restarts  []time.Time   // the restarts within the window
-	probation bool          // the next run follows a failed period
+	delay        time.Duration // the last backoff, before jitter; zero after a stable run
+	restarts     []time.Time   // the restarts within the window
+	failedStarts int           // runs in a row that never became ready
+	probation    bool          // the next run follows a failed period
+	gaveUp       string        // why the policy last gave up, for messages
 }
 
 // afterExit is called when a run ends at now, after being ready for readyFor
@@ -380,8 +390,14 @@ type restartPolicy struct {
 // next start, and whether the server is now failing; the wait is then the
 // FailedRetry cool-down.
 func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait time.Duration, failing bool) {
+	if readyFor == 0 {
+		p.failedStarts++
+	} else {
+		p.failedStarts = 0
+	}
 	if p.probation {
 		if readyFor == 0 {
+			p.gaveUp = "a retry after the cool-down that did not become ready"
 			return p.s.FailedRetry.D(), true // tried again after the cool-down, and still broken
 		}
 		p.probation = false // it became ready: back in service, with a clean slate
@@ -397,22 +413,22 @@ func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait t
 		}
 	}
 	p.restarts = kept
-	if len(p.restarts) >= p.s.MaxRestarts {
-		p.restarts, p.delay, p.probation = nil, 0, true
-		return p.s.FailedRetry.D(), true
+	switch {
+	case len(p.restarts) >= p.s.MaxRestarts:
+		p.gaveUp = fmt.Sprintf("%d restarts within %s (maxRestarts, restartWindow)", p.s.MaxRestarts, p.s.RestartWindow.D())
+	case p.failedStarts > p.s.MaxRestarts:
+		p.gaveUp = fmt.Sprintf("%d starts in a row that never became ready (maxRestarts)", p.failedStarts)
+	default:
+		p.restarts = append(p.restarts, now)
+		if p.delay == 0 {
+			p.delay = p.s.RestartDelay.D()
+		} else {
+			p.delay = min(2*p.delay, p.s.MaxRestartDelay.D())
+		}
+		return p.delay + time.Duration(p.jitter()*float64(p.delay)/2), false
 	}
-	p.restarts = append(p.restarts, now)
-	if p.delay == 0 {
-		p.delay = p.s.RestartDelay.D()
-	} else {
-		p.delay = min(2*p.delay, p.s.MaxRestartDelay.D())
-	}
-	return p.delay + time.Duration(p.jitter()*float64(p.delay)/2), false
-}
-
-// givingUpReason says why the policy gave up, for messages.
-func (p *restartPolicy) givingUpReason() string {
-	return fmt.Sprintf("%d restarts within %s (maxRestarts, restartWindow)", p.s.MaxRestarts, p.s.RestartWindow.D())
+	p.restarts, p.delay, p.failedStarts, p.probation = nil, 0, 0, true
+	return p.s.FailedRetry.D(), true
 }
 
 // watch closes the mux when the process exits or closes its stdout, with an
@@ -434,6 +450,7 @@ func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
 	}
 	select {
 	case <-p.exited:
+		b.leaveReady(m, fmt.Sprintf("exited (%s)", p.exitDescription()))
 		// The last stderr line usually says why; it is read a moment after
 		// the exit is seen, unless a descendant holds stderr open.
 		t := time.NewTimer(stderrSettle)
@@ -485,6 +502,9 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
+
+		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
+		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,
 	}
 }
 
@@ -836,11 +856,29 @@ func (b *backend) capabilities() capabilities {
 	return b.caps
 }
 
+// leaveReady takes the backend out of ready as soon as the run whose mux is
+// m is seen to be over, for the reason why: calls made from then on wait for
+// the restart (or fail at once, if corral is stopping the server) instead of
+// reaching a server that is gone, while what is left of it is stopped. It
+// does nothing unless the backend is ready with m.
+func (b *backend) leaveReady(m *mux, why string) {
+	b.mu.Lock()
+	ours, stopping := b.state == stateReady && b.mux == m, b.stopping
+	b.mu.Unlock()
+	switch {
+	case !ours:
+	case stopping:
+		b.setState(stateStopped, "stopped by corral")
+	default:
+		b.setState(stateBackoff, why)
+	}
+}
+
 // setState moves the backend to state s for the reason why, logs the
 // transition, wakes whoever waits for a change, and tells the gateway.
 func (b *backend) setState(s backendState, why string) {
 	b.mu.Lock()
-	prev := b.state
+	prev, prevWhy := b.state, b.lastErr
 	b.state = s
 	if s != stateReady {
 		b.lastErr = why
@@ -852,7 +890,7 @@ func (b *backend) setState(s backendState, why string) {
 		pid = b.proc.pid
 	}
 	b.mu.Unlock()
-	if prev != s {
+	if prev != s || why != prevWhy {
 		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
@@ -872,6 +910,13 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 		b.mu.Lock()
 		state, m, changed, lastErr := b.state, b.mux, b.changed, b.lastErr
 		b.mu.Unlock()
+		if state == stateReady {
+			select {
+			case <-m.done:
+				state = stateBackoff // the run is over; leaveReady is on its way
+			default:
+			}
+		}
 		switch state {
 		case stateReady:
 			a, err := m.CallFor(ctx, method, params, rel)

@@ -28,6 +28,7 @@ func TestRestartPolicy(t *testing.T) {
 		Wait    time.Duration
 		Failing bool
 	}
+	const ready = 100 * time.Millisecond // became ready, then crashed soon after
 	for _, tc := range []struct {
 		name  string
 		exits []exit
@@ -35,7 +36,7 @@ func TestRestartPolicy(t *testing.T) {
 	}{
 		{
 			name:  "the delay doubles up to its cap",
-			exits: []exit{{0, 0}, {1 * time.Second, 0}, {100 * time.Second, 0}, {200 * time.Second, 0}, {300 * time.Second, 0}, {400 * time.Second, 0}},
+			exits: []exit{{0, ready}, {1 * time.Second, ready}, {100 * time.Second, ready}, {200 * time.Second, ready}, {300 * time.Second, ready}, {400 * time.Second, ready}},
 			want:  []decision{{1 * time.Second, false}, {2 * time.Second, false}, {4 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}},
 		},
 		{
@@ -55,9 +56,34 @@ func TestRestartPolicy(t *testing.T) {
 			},
 		},
 		{
-			name:  "restarts older than the window are forgotten",
-			exits: []exit{{0, 0}, {1 * time.Second, 0}, {2 * time.Second, 0}, {3 * time.Second, 0}, {4 * time.Second, 0}, {65 * time.Second, 0}},
-			want:  []decision{{1 * time.Second, false}, {2 * time.Second, false}, {4 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}},
+			name: "restarts older than the window are forgotten",
+			exits: []exit{
+				{0, ready}, {1 * time.Second, ready}, {2 * time.Second, ready}, {3 * time.Second, ready}, {4 * time.Second, ready},
+				{65 * time.Second, ready},
+			},
+			want: []decision{{1 * time.Second, false}, {2 * time.Second, false}, {4 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false}},
+		},
+		{
+			name: "starts that never become ready fail the server however far apart they are",
+			exits: []exit{
+				{0, 0}, {100 * time.Second, 0}, {200 * time.Second, 0}, {300 * time.Second, 0}, {400 * time.Second, 0},
+				{500 * time.Second, 0},
+			},
+			want: []decision{
+				{1 * time.Second, false}, {2 * time.Second, false}, {4 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false},
+				{5 * time.Minute, true},
+			},
+		},
+		{
+			name: "a run that became ready ends a series of failed starts",
+			exits: []exit{
+				{0, 0}, {100 * time.Second, 0}, {200 * time.Second, 0}, {300 * time.Second, 0}, {400 * time.Second, 0},
+				{500 * time.Second, ready}, {600 * time.Second, 0},
+			},
+			want: []decision{
+				{1 * time.Second, false}, {2 * time.Second, false}, {4 * time.Second, false}, {8 * time.Second, false}, {8 * time.Second, false},
+				{8 * time.Second, false}, {8 * time.Second, false},
+			},
 		},
 		{
 			name: "after the cool-down one more failure to start fails it again at once",
@@ -213,6 +239,24 @@ func TestHangInInitializeIsStoppedAndCountsAsACrash(t *testing.T) {
 		if !slices.ContainsFunc(fakeEvents(t, tg.dir, s.PID), func(e fakeEvent) bool { return e.Event == "signal" }) {
 			t.Errorf("hung server %d got no SIGTERM; want it stopped by the ladder", s.PID)
 		}
+	}
+}
+
+func TestSlowFailedStartsTripTheBreaker(t *testing.T) {
+	t.Parallel()
+	// Each start hangs until startTimeout, so no two restarts ever fall
+	// within restartWindow: only the count of failed starts in a row can
+	// stop the loop.
+	tg := startGateway(t, `{"startTimeout":"300ms","stopGrace":"50ms","restartDelay":"10ms","maxRestartDelay":"10ms","restartWindow":"100ms","maxRestarts":2,"failedRetry":"1h","mcpServers":{
+		"hung": {"command":"FAKE","args":["-state","STATE","-name","hung","-hang-initialize","-ignore-stdin-close"]}
+	}}`)
+	b := tg.gw.backends[0]
+	waitState(t, b, stateFailed, 30*time.Second)
+	if got := len(serversNamed(t, tg.dir, "hung")); got != 3 {
+		t.Errorf("the hanging server was started %d times, want 3 (the first start and maxRestarts 2)", got)
+	}
+	if h := b.health(); !strings.Contains(h.Error, "3 starts in a row that never became ready (maxRestarts)") {
+		t.Errorf("health error = %q, want it to say why corral gave up", h.Error)
 	}
 }
 

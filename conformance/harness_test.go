@@ -157,6 +157,8 @@ type templateData struct {
 	RestartDelay, ShutdownTimeout     string
 	TimeoutMS, StopGraceMS            int64
 	RestartDelayMS, ShutdownTimeoutMS int64
+	StartTimeout                      string
+	StartTimeoutMS                    int64
 	Server, Tool                      string // for toolName
 	Prefix                            string // for toolName: the server's prefix, if any
 	Prompt, URI                       string // for promptName and resourceURI
@@ -167,6 +169,7 @@ type templateData struct {
 // skips.
 type options struct {
 	timeout, stopGrace, restartDelay, shutdownTimeout time.Duration
+	startTimeout                                      time.Duration
 }
 
 func flagParse() { flag.Parse() }
@@ -280,7 +283,8 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	for _, s := range []struct {
 		name string
 		d    time.Duration
-	}{{"timeout", opts.timeout}, {"stopGrace", opts.stopGrace}, {"restartDelay", opts.restartDelay}, {"shutdownTimeout", opts.shutdownTimeout}} {
+	}{{"timeout", opts.timeout}, {"stopGrace", opts.stopGrace}, {"restartDelay", opts.restartDelay}, {"shutdownTimeout", opts.shutdownTimeout},
+		{"startTimeout", opts.startTimeout}} {
 		if s.d != 0 && !adapter.has(s.name) {
 			skip(t, "the adapter has no %s setting", s.name)
 		}
@@ -311,6 +315,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	set(opts.stopGrace, &data.StopGrace, &data.StopGraceMS)
 	set(opts.restartDelay, &data.RestartDelay, &data.RestartDelayMS)
 	set(opts.shutdownTimeout, &data.ShutdownTimeout, &data.ShutdownTimeoutMS)
+	set(opts.startTimeout, &data.StartTimeout, &data.StartTimeoutMS)
 	if adapter.ConfigTemplate != "" {
 		os.WriteFile(data.ConfigPath, []byte(render(t, "configTemplate", adapter.ConfigTemplate, data)), 0o600)
 	}
