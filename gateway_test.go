@@ -573,11 +573,13 @@ func TestIdleSessionsEndButBusyOnesStay(t *testing.T) {
 		t.Fatalf("GET stream = %v, %v", stream, err)
 	}
 	defer stream.Body.Close()
+	// The call stays in flight until the test releases it, whatever the load.
+	release := filepath.Join(t.TempDir(), "release")
 	answer := make(chan *wireMsg, 1)
-	go func() { answer <- calling.callTool("1", "sleep", `{"ms":1000}`) }()
+	go func() { answer <- calling.callTool("1", "wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	server := fakeProcesses(t, tg.dir)[0].PID
 	waitFor(t, 5*time.Second, "the call and the stream to be under way", func() bool {
-		return slices.ContainsFunc(fakeEvents(t, tg.dir, server), func(e fakeEvent) bool { return e.Tool == "sleep" }) &&
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, server), func(e fakeEvent) bool { return e.Tool == "wait" }) &&
 			tg.h.streams.Load() == 1
 	})
 
@@ -588,7 +590,8 @@ func TestIdleSessionsEndButBusyOnesStay(t *testing.T) {
 	if resp, body := idle.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 404 {
 		t.Errorf("the idle session answered %s %s, want 404 (ended)", resp.Status, body)
 	}
-	if got := toolText(t, <-answer); got != "slept" {
+	os.WriteFile(release, nil, 0o600)
+	if got := toolText(t, <-answer); got != "released" {
 		t.Errorf("the call in flight answered %q", got)
 	}
 	for _, c := range []*client{streaming, calling} {

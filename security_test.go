@@ -79,15 +79,16 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 	greedy, polite := connect(t, tg.url), connect(t, tg.url)
 	server := fakeProcesses(t, tg.dir)[0].PID
 
-	// Calls in flight per session.
+	// Calls in flight per session, held until the test releases them.
+	release := filepath.Join(t.TempDir(), "release")
 	done := make(chan *wireMsg, 2)
 	for i := range 2 {
-		go func() { done <- greedy.callTool(fmt.Sprint(i), "sleep", `{"ms":1500}`) }()
+		go func() { done <- greedy.callTool(fmt.Sprint(i), "wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	}
 	waitFor(t, 5*time.Second, "two calls in flight", func() bool {
 		n := 0
 		for _, e := range fakeEvents(t, tg.dir, server) {
-			if e.Tool == "sleep" {
+			if e.Tool == "wait" {
 				n++
 			}
 		}
@@ -102,8 +103,9 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 	if got := toolText(t, polite.callTool("1", "echo", `{"text":"fine"}`)); got != "fine" {
 		t.Errorf("another session's call answered %q", got)
 	}
+	os.WriteFile(release, nil, 0o600)
 	for range 2 {
-		if got := toolText(t, <-done); got != "slept" {
+		if got := toolText(t, <-done); got != "released" {
 			t.Errorf("a call within the limit answered %q", got)
 		}
 	}
