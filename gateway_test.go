@@ -322,7 +322,9 @@ func TestThousandConcurrentCallsFromTwentySessionsKeepTheirIDs(t *testing.T) {
 
 func TestTimeoutFailsTheCallAndCancelsItOnTheServer(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"requestTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	// Long enough that no call but the hanging one times out on a loaded
+	// machine; the hanging one takes all of it.
+	tg := startGateway(t, `{"requestTimeout":"2s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	msg := c.callTool(`"h"`, "hang", `{}`)
 	if msg.Error == nil || msg.Error.Code != codeTimeout || !strings.Contains(msg.Error.Message, "requestTimeout") || !strings.Contains(msg.Error.Message, `"a"`) {

@@ -80,7 +80,8 @@ func procState(pid int) (gone bool, state string, err error) {
 
 func TestMetricsCountWhatHappened(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"requestTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	// Long enough that only the hanging call times out on a loaded machine.
+	tg := startGateway(t, `{"requestTimeout":"2s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	for i := range 3 {
 		toolText(t, c.callTool(strconv.Itoa(i), "echo", `{"text":"x"}`))
