@@ -185,12 +185,15 @@ func TestSIGTERMLetsCallsFinishAndLeavesNothingBehind(t *testing.T) {
 	}}`)
 	c.waitHTTP(2)
 	cl := connect(t, c.url)
+	// The call is held until just after SIGTERM, so it is in flight then
+	// however loaded the machine, and can finish at once.
+	release := t.TempDir() + "/release"
 	inFlight := make(chan *wireMsg, 1)
-	go func() { inFlight <- cl.callTool("1", "p_sleep", `{"ms":500}`) }()
+	go func() { inFlight <- cl.callTool("1", "p_wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	waitFor(t, 10*time.Second, "the call to reach the server", func() bool {
 		for _, s := range fakeProcesses(t, c.dir) {
 			for _, e := range fakeEvents(t, c.dir, s.PID) {
-				if e.Tool == "p_sleep" {
+				if e.Tool == "p_wait" {
 					return true
 				}
 			}
@@ -199,8 +202,14 @@ func TestSIGTERMLetsCallsFinishAndLeavesNothingBehind(t *testing.T) {
 	})
 	start := time.Now()
 	c.cmd.Process.Signal(syscall.SIGTERM)
-	if got := toolText(t, <-inFlight); got != "slept" {
-		t.Errorf("call in flight at SIGTERM answered %q, want it to finish", got)
+	os.WriteFile(release, nil, 0o600)
+	select {
+	case m := <-inFlight:
+		if got := toolText(t, m); got != "released" {
+			t.Errorf("call in flight at SIGTERM answered %q, want it to finish", got)
+		}
+	case <-time.After(30 * time.Second): // its POST failed, which the client reported
+		t.Fatal("the call in flight at SIGTERM got no answer")
 	}
 	// The documented bound: shutdownTimeout + stopGrace + killGrace, plus slack
 	// for a loaded machine.

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -159,34 +161,190 @@ func FuzzConfig(f *testing.F) {
 	})
 }
 
-// FuzzSSE checks that any JSON message written as a server-sent event reads
-// back as the same data.
+// FuzzSSE feeds event streams to the reader of a remote server's answers
+// (msgReader.readSSE), read in pieces of any size, for a connection whose
+// messages may be at most limit bytes (0: the default). For any bytes it must
+// return, without panicking or blocking, and leave the output lock free, and
+// no line it writes may be over the limit. The fuzzer's message, if it is a
+// JSON object (padded with pad bytes, to span the read buffer), is also laid
+// out as a well-formed stream, as layout says: an event of its data lines
+// (pretty-printed over several, or one written by corral's own writeSSE),
+// then an event holding an array of two copies, with LF or CRLF, comments,
+// ids and other fields. Each copy must come out as one line, the message
+// compacted, in order, and the last event's ID must be kept; a message over
+// the limit must fail the read with errTooBig, with no part of it written.
 func FuzzSSE(f *testing.F) {
-	f.Add(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
-	f.Add(`{"a":"line\nbreak"}`)
-	f.Add("{\"a\":\"\\r\\n\\u2028\"}")
-	f.Fuzz(func(t *testing.T, msg string) {
-		var m any
-		if json.Unmarshal([]byte(msg), &m) != nil {
-			return
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"), `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, uint16(0), uint16(0), uint8(0), uint8(0))
+	f.Add([]byte(": c\r\nid: 7\r\ndata: [{\"id\":1,\r\ndata: \"result\":{}}]\r\n\r\n"), `{"a":"line\nbreak"}`, uint16(20000), uint16(0), uint8(0xff), uint8(3))
+	f.Add([]byte("data: {\"a\":\"x\ny\"}\n\ndata: 5\n\n"), "{\"a\":\"\\r\\n\\u2028\"}", uint16(0), uint16(10), uint8(0x0a), uint8(1))
+	f.Add([]byte("data\n\ndata:{}\n\ndata: {\"cut"), `{"id":"a\"b","result":[1,{"id":9}]}`, uint16(40000), uint16(30000), uint8(0x25), uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, msg string, pad, limit uint16, layout, split uint8) {
+		max := int64(limit)
+		if max == 0 {
+			max = remoteMaxMessage
 		}
-		compact, _ := json.Marshal(m) // what corral sends: compact JSON, no newline
-		var buf bytes.Buffer
-		if _, err := writeSSE(&buf, compact); err != nil {
-			t.Fatal(err)
-		}
-		var data []string
-		sc := bufio.NewScanner(&buf)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				data = append(data, d)
+		chunk := int(split)%64 + 1
+		lines, _, _ := readSSEStream(t, raw, chunk, max)
+		for _, l := range lines {
+			if int64(len(l)) > max {
+				t.Fatalf("readSSE(%q) wrote a line of %d bytes, over the limit %d", truncate(raw, 300), len(l), max)
 			}
 		}
-		if len(data) != 1 || data[0] != string(compact) {
-			t.Fatalf("writeSSE(%s) read back as %q", compact, data)
+
+		stream, want, wantID, ok := sseStream(msg, int(pad), layout)
+		if !ok {
+			return
+		}
+		lines, lastID, err := readSSEStream(t, stream, chunk, max)
+		if int64(len(want[0])) > max {
+			if !errors.Is(err, errTooBig) || len(lines) > 0 {
+				t.Fatalf("readSSE of a %d-byte message over the limit %d wrote %d lines (first %q), %v; want errTooBig and nothing written\n%q",
+					len(want[0]), max, len(lines), truncate([]byte(strings.Join(lines, "")), 100), err, truncate(stream, 300))
+			}
+			return
+		}
+		if err != nil || !slices.Equal(lines, want) || lastID != wantID {
+			t.Fatalf("readSSE(%q) = %d lines, last ID %q, %v; want %d lines, last ID %q, each %q\ngot %q",
+				truncate(stream, 300), len(lines), lastID, err, len(want), wantID, truncate([]byte(want[0]), 200), truncate([]byte(strings.Join(lines, "\n")), 600))
 		}
 	})
+}
+
+// TestReadSSEFreesTheOutputLockWhenALargeMessageBreaksOff covers what
+// FuzzSSE's inputs are too small to reach: a message over remoteHeld is
+// written out as it arrives, holding the output lock, and one that breaks
+// off must end its line, which the mux then skips as invalid, and free the
+// lock (readSSEStream checks it).
+func TestReadSSEFreesTheOutputLockWhenALargeMessageBreaksOff(t *testing.T) {
+	large := "data: {\"id\":1,\"result\":\"" + strings.Repeat("x", remoteHeld+1000)
+	for _, tc := range []struct {
+		name    string
+		stream  string
+		wantErr error
+	}{
+		{"cut off by the end of the stream", large, nil},
+		{"cut off by a line break inside a string", large + "\ndata: y\"}\n\n", errLineBreak},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines, _, err := readSSEStream(t, []byte(tc.stream), 4096, remoteMaxMessage)
+			if len(lines) != 1 || json.Valid([]byte(lines[0])) || !errors.Is(err, tc.wantErr) {
+				t.Errorf("readSSE = %d lines (valid JSON: %v), %v; want the broken-off message ended as one invalid line, %v",
+					len(lines), len(lines) > 0 && json.Valid([]byte(lines[0])), err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// sseStream lays out msg, if it is a JSON object, as a well-formed event
+// stream, as layout says (see FuzzSSE), with a member of pad bytes added. It
+// returns the stream, the lines readSSE must write for it and the ID it must
+// keep.
+func sseStream(msg string, pad int, layout uint8) (stream []byte, lines []string, lastID string, ok bool) {
+	obj := bytes.TrimSpace([]byte(msg))
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || m == nil { // null is no object
+		return nil, nil, "", false
+	}
+	if pad > 0 {
+		member := `"pad":"` + strings.Repeat("p", pad) + `"`
+		if len(m) > 0 {
+			member += ","
+		}
+		obj = append([]byte("{"+member), bytes.TrimSpace(obj[1:])...)
+	}
+	var compact, pretty bytes.Buffer
+	if json.Compact(&compact, obj) != nil || json.Indent(&pretty, obj, "", "  ") != nil {
+		return nil, nil, "", false
+	}
+	eol, field := "\n", "data: "
+	if layout&1 != 0 {
+		eol = "\r\n"
+	}
+	if layout&2 != 0 {
+		field = "data:"
+	}
+	extras := layout&4 != 0
+	var b bytes.Buffer
+	event := func(id string, data []string) {
+		if extras {
+			b.WriteString(": a comment" + eol + "event: message" + eol + "retry: 100" + eol + "id: " + id + eol)
+			lastID = id
+		}
+		for i, d := range data {
+			if i > 0 && layout&8 != 0 {
+				b.WriteString(":between" + eol)
+			}
+			b.WriteString(field + d + eol)
+		}
+		b.WriteString(eol)
+	}
+	if layout&16 != 0 {
+		writeSSE(&b, compact.Bytes()) // corral's own writer
+	} else {
+		event("e1", strings.Split(pretty.String(), "\n"))
+	}
+	event("e2", []string{"[" + compact.String() + ", " + compact.String() + "]"})
+	line := compact.String()
+	return b.Bytes(), []string{line, line, line}, lastID, true
+}
+
+// readSSEStream runs readSSE on stream, read chunk bytes at a time, for a
+// connection whose messages may be at most limit bytes. It returns the lines
+// written, the ID of the last event and readSSE's error. It fails the test
+// if readSSE does not return, or returns with the output lock held.
+func readSSEStream(t *testing.T, stream []byte, chunk int, limit int64) (lines []string, lastID string, err error) {
+	t.Helper()
+	c := dialRemote("fuzz", "http://127.0.0.1:1/mcp", nil, nil, slog.New(slog.DiscardHandler))
+	defer c.cancel()
+	c.maxMessage = limit
+	read := make(chan []string, 1)
+	go func() {
+		var got []string
+		br := bufio.NewReader(c.Stdout())
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				break
+			}
+			got = append(got, strings.TrimSuffix(line, "\n"))
+		}
+		read <- got
+	}()
+	returned := make(chan error, 1)
+	go func() {
+		r := &msgReader{c: c}
+		returned <- r.readSSE(&chunkReader{b: stream, n: chunk}, &lastID)
+	}()
+	select {
+	case err = <-returned:
+	case <-time.After(10 * time.Second):
+		// Reading a few KiB takes microseconds: only a reader that never
+		// returns takes this long, even on a loaded machine.
+		t.Fatalf("readSSE(%q) did not return within 10s", truncate(stream, 300))
+	}
+	c.pw.Close()
+	lines = <-read
+	if !c.outMu.TryLock() {
+		t.Fatalf("readSSE(%q) returned with the output lock held", truncate(stream, 300))
+	}
+	c.outMu.Unlock()
+	return lines, lastID, err
+}
+
+// chunkReader reads b, at most n bytes at a time.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), r.n, len(r.b))
+	copy(p, r.b[:k])
+	r.b = r.b[k:]
+	return k, nil
 }
 
 // FuzzHTTPHandler sends arbitrary bodies, methods and headers to the HTTP

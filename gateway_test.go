@@ -204,9 +204,9 @@ func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
 	c := connect(t, tg.url)
 
 	got := c.listToolNames()
+	// Each of fakeserver's own tools, under both servers' prefixes.
 	var want []string
-	for _, tool := range []string{"big", "crash", "echo", "elicit", "flood", "garbage", "hang", "list_changed", "log", "progress",
-		"prompts_changed", "resources_changed", "roots", "sample", "flood_sampling", "sleep", "stderr", "touch", "whoami"} {
+	for _, tool := range fakeserverTools(t) {
 		want = append(want, "one_"+tool, "two__"+tool)
 	}
 	want = append(want, "one_tool_000", "one_tool_001", "one_tool_002")
@@ -297,12 +297,12 @@ func TestThousandConcurrentCallsFromTwentySessionsKeepTheirIDs(t *testing.T) {
 				delay := rand.IntN(20) // answers come back out of order
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q,"delay_ms":%d}}}`, id, text, delay)
 				resp, data := c.post(body)
-				wantPrefix := `{"jsonrpc":"2.0","id":` + id + `,`
+				// The ID comes back exactly as sent, byte for byte.
 				var msg wireMsg
 				json.Unmarshal(data, &msg)
 				var r struct{ Content []struct{ Text string } }
 				json.Unmarshal(msg.Result, &r)
-				if resp.StatusCode != 200 || !bytes.HasPrefix(data, []byte(wantPrefix)) || len(r.Content) != 1 || r.Content[0].Text != text {
+				if resp.StatusCode != 200 || string(msg.ID) != id || len(r.Content) != 1 || r.Content[0].Text != text {
 					mu.Lock()
 					failures = append(failures, fmt.Sprintf("session %d call %d (id %s): got %s", s, n, id, truncate(data, 300)))
 					mu.Unlock()
@@ -322,7 +322,9 @@ func TestThousandConcurrentCallsFromTwentySessionsKeepTheirIDs(t *testing.T) {
 
 func TestTimeoutFailsTheCallAndCancelsItOnTheServer(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"requestTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	// Long enough that no call but the hanging one times out on a loaded
+	// machine; the hanging one takes all of it.
+	tg := startGateway(t, `{"requestTimeout":"2s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	msg := c.callTool(`"h"`, "hang", `{}`)
 	if msg.Error == nil || msg.Error.Code != codeTimeout || !strings.Contains(msg.Error.Message, "requestTimeout") || !strings.Contains(msg.Error.Message, `"a"`) {
@@ -601,11 +603,13 @@ func TestIdleSessionsEndButBusyOnesStay(t *testing.T) {
 		t.Fatalf("GET stream = %v, %v", stream, err)
 	}
 	defer stream.Body.Close()
+	// The call stays in flight until the test releases it, whatever the load.
+	release := filepath.Join(t.TempDir(), "release")
 	answer := make(chan *wireMsg, 1)
-	go func() { answer <- calling.callTool("1", "sleep", `{"ms":1000}`) }()
+	go func() { answer <- calling.callTool("1", "wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	server := fakeProcesses(t, tg.dir)[0].PID
 	waitFor(t, 5*time.Second, "the call and the stream to be under way", func() bool {
-		return slices.ContainsFunc(fakeEvents(t, tg.dir, server), func(e fakeEvent) bool { return e.Tool == "sleep" }) &&
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, server), func(e fakeEvent) bool { return e.Tool == "wait" }) &&
 			tg.h.streams.Load() == 1
 	})
 
@@ -616,7 +620,8 @@ func TestIdleSessionsEndButBusyOnesStay(t *testing.T) {
 	if resp, body := idle.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 404 {
 		t.Errorf("the idle session answered %s %s, want 404 (ended)", resp.Status, body)
 	}
-	if got := toolText(t, <-answer); got != "slept" {
+	os.WriteFile(release, nil, 0o600)
+	if got := toolText(t, <-answer); got != "released" {
 		t.Errorf("the call in flight answered %q", got)
 	}
 	for _, c := range []*client{streaming, calling} {

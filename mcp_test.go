@@ -811,15 +811,25 @@ func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
 		SupportedVersions []string
 		Capabilities      map[string]any
 		ResultType        string
+		TTLMs             *int `json:"ttlMs"`
+		Instructions      string
+		Meta              struct {
+			ServerInfo struct{ Name string } `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
 	}
 	result(t, m, &d)
 	if status != 200 || d.ResultType != "complete" || d.SupportedVersions[0] != "2026-07-28" || d.Capabilities["tools"] == nil ||
-		!strings.Contains(string(m.Result), `"ttlMs":0`) || !strings.Contains(string(m.Result), `"io.modelcontextprotocol/serverInfo":{"name":"corral"`) ||
-		!strings.Contains(string(m.Result), `"instructions":"Use echo."`) {
+		d.TTLMs == nil || *d.TTLMs != 0 || d.Meta.ServerInfo.Name != "corral" || d.Instructions != "Use echo." {
 		t.Errorf("server/discover = %d %s, want versions, capabilities, cache fields, corral's identity and the server's instructions", status, m.Result)
 	}
 	// A forwarded cacheable result gets the cache fields too.
-	if _, m, _ = modernPost(t, tg.url, "resources/read", `{"uri":"fake://a/hello",`+meta+`}`); !strings.Contains(string(m.Result), `"resultType":"complete","ttlMs":0,"cacheScope":"private"`) {
+	_, m, _ = modernPost(t, tg.url, "resources/read", `{"uri":"fake://a/hello",`+meta+`}`)
+	var rr struct {
+		ResultType string
+		TTLMs      *int `json:"ttlMs"`
+		CacheScope string
+	}
+	if json.Unmarshal(m.Result, &rr) != nil || rr.ResultType != "complete" || rr.TTLMs == nil || *rr.TTLMs != 0 || rr.CacheScope != "private" {
 		t.Errorf("resources/read = %s", m.Result)
 	}
 

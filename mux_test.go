@@ -285,7 +285,7 @@ func TestMuxSendsParamsWithNewlinesOnOneLine(t *testing.T) {
 	m, srv := newTestMux(t, 8, 1<<20)
 	c := goCall(t.Context(), m, "tools/call", "{\n  \"name\": \"echo\",\n  \"arguments\": {\"text\": \"a\\nb\"}\n}")
 	req := srv.read(t) // read fails the test if the request spans lines
-	if want := `{"name":"echo","arguments":{"text":"a\nb"}}`; string(req.Params) != want {
+	if want := `{"name":"echo","arguments":{"text":"a\nb"}}`; !sameJSON(req.Params, []byte(want)) {
 		t.Fatalf("params sent = %s, want %s", req.Params, want)
 	}
 	m.close(errors.New("done"))

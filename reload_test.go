@@ -26,10 +26,12 @@ func TestReloadAppliesOnlyTheDifference(t *testing.T) {
 	removePID := serversNamed(t, tg.dir, "remove")[0].PID
 
 	// A call in flight on the kept server must complete across the reload.
+	// It is held until the reload is done, however long that takes.
+	release := t.TempDir() + "/release"
 	inFlight := make(chan *wireMsg, 1)
-	go func() { inFlight <- c.callTool("1", "k_sleep", `{"ms":1000}`) }()
+	go func() { inFlight <- c.callTool("1", "k_wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	waitFor(t, 5*time.Second, "the call to reach the kept server", func() bool {
-		return slices.ContainsFunc(fakeEvents(t, tg.dir, keepPID), func(e fakeEvent) bool { return e.Tool == "k_sleep" })
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, keepPID), func(e fakeEvent) bool { return e.Tool == "k_wait" })
 	})
 
 	next := strings.NewReplacer("FAKE", fakeserverBin, "STATE", tg.dir).Replace(`{"mcpServers":{
@@ -46,7 +48,8 @@ func TestReloadAppliesOnlyTheDifference(t *testing.T) {
 	if fmt.Sprint(r) != fmt.Sprint(want) {
 		t.Errorf("Reload = %+v, want %+v", r, want)
 	}
-	if got := toolText(t, <-inFlight); got != "slept" {
+	os.WriteFile(release, nil, 0o600)
+	if got := toolText(t, <-inFlight); got != "released" {
 		t.Errorf("the call in flight on the kept server answered %q", got)
 	}
 	waitFor(t, 5*time.Second, "the removed and the changed servers' old processes to go", func() bool {
@@ -117,7 +120,8 @@ func procState(pid int) (gone bool, state string, err error) {
 
 func TestMetricsCountWhatHappened(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"requestTimeout":"300ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	// Long enough that only the hanging call times out on a loaded machine.
+	tg := startGateway(t, `{"requestTimeout":"2s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	for i := range 3 {
 		toolText(t, c.callTool(strconv.Itoa(i), "echo", `{"text":"x"}`))

@@ -956,10 +956,10 @@ func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
 			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"ok\":[1,]}}\n\n", msg.ID)
 			rc.Flush()
 			<-r.Context().Done()
-		case "cutLarge":
+		case "cut":
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: "+answer[:len(answer)/2])
-		case "droppedLarge":
+		case "dropped":
 			io.WriteString(w, answer[:len(answer)/2])
 			rc.Flush()
 			panic(http.ErrAbortHandler) // the connection is cut
@@ -976,12 +976,22 @@ func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
 		want       string
 	}{
 		{"sized", 3 * muxLimit / 2, 0, codeInternalError, fmt.Sprintf("over the %d-byte line limit", muxLimit)},
-		{"sized", muxLimit - 1000, muxLimit / 2, codeInternalError, fmt.Sprintf("over the %d-byte limit", muxLimit/2)},
+		{"sized", muxLimit / 5, muxLimit / 8, codeInternalError, fmt.Sprintf("over the %d-byte limit", muxLimit/8)},
+		// Past remoteHeld (256 KiB) a message is passed to the mux as it
+		// arrives; one over the connection's limit is then ended as a line
+		// the mux cannot decode, and the mux fails the call itself.
+		{"sized", muxLimit - 1000, muxLimit / 2, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
 		{"invalid", 0, 0, codeUnavailable, "not valid JSON-RPC"},
 		{"invalidError", 0, 0, codeUnavailable, "not valid JSON-RPC"},
 		{"invalidEvent", 0, 0, codeUnavailable, "not valid JSON-RPC"},
-		{"cutLarge", muxLimit / 2, 0, codeUnavailable, "no answer to the request"},
-		{"droppedLarge", muxLimit / 2, 0, codeUnavailable, "broke off its answer"},
+		// An answer that breaks off is held whole up to remoteHeld (256 KiB)
+		// and dropped, and the connection fails the call; past that it is
+		// passed to the mux as it arrives, and ended as a line the mux
+		// cannot decode, which fails the call itself.
+		{"cut", muxLimit / 8, 0, codeUnavailable, "no answer to the request"},
+		{"dropped", muxLimit / 8, 0, codeUnavailable, "broke off its answer"},
+		{"cut", muxLimit / 2, 0, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
+		{"dropped", muxLimit / 2, 0, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
 	} {
 		t.Run(fmt.Sprintf("%s %d", tc.tool, tc.bytes), func(t *testing.T) {
 			t.Parallel()
@@ -1007,14 +1017,10 @@ func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
 			}
 			a := muxCallTool(t, t.Context(), m, tc.tool, fmt.Sprintf(`{"bytes":%d}`, tc.bytes))
 			wg.Wait()
-			// A large answer is passed to the mux as it arrives; when it
-			// breaks off after part of it, the mux may see the broken line
-			// first and fail the call itself.
-			byMux := a.Error != nil && tc.bytes > 256<<10 && a.Error.Code == codeInternalError && strings.Contains(a.Error.Message, "not valid JSON-RPC")
-			if !byMux && (a.Error == nil || a.Error.Code != tc.wantCode || !strings.Contains(a.Error.Message, tc.want)) {
+			if a.Error == nil || a.Error.Code != tc.wantCode || !strings.Contains(a.Error.Message, tc.want) {
 				t.Fatalf("answered %+v %s, want error %d saying %q", a.Error, truncate(a.Result, 100), tc.wantCode, tc.want)
 			}
-			if !byMux && tc.wantCode == codeUnavailable && !strings.Contains(a.Error.Message, shown) {
+			if tc.wantCode == codeUnavailable && !strings.Contains(a.Error.Message, shown) {
 				t.Errorf("failed with %q, which does not name the server's URL", a.Error.Message)
 			}
 			if what := checkBigAnswer(muxCallTool(t, t.Context(), m, "sized", `{"bytes":100}`), 100); what != "" {

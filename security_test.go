@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -108,15 +109,16 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 	greedy, polite := connect(t, tg.url), connect(t, tg.url)
 	server := fakeProcesses(t, tg.dir)[0].PID
 
-	// Calls in flight per session.
+	// Calls in flight per session, held until the test releases them.
+	release := filepath.Join(t.TempDir(), "release")
 	done := make(chan *wireMsg, 2)
 	for i := range 2 {
-		go func() { done <- greedy.callTool(fmt.Sprint(i), "sleep", `{"ms":1500}`) }()
+		go func() { done <- greedy.callTool(fmt.Sprint(i), "wait", fmt.Sprintf(`{"file":%q}`, release)) }()
 	}
 	waitFor(t, 5*time.Second, "two calls in flight", func() bool {
 		n := 0
 		for _, e := range fakeEvents(t, tg.dir, server) {
-			if e.Tool == "sleep" {
+			if e.Tool == "wait" {
 				n++
 			}
 		}
@@ -131,8 +133,9 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 	if got := toolText(t, polite.callTool("1", "echo", `{"text":"fine"}`)); got != "fine" {
 		t.Errorf("another session's call answered %q", got)
 	}
+	os.WriteFile(release, nil, 0o600)
 	for range 2 {
-		if got := toolText(t, <-done); got != "slept" {
+		if got := toolText(t, <-done); got != "released" {
 			t.Errorf("a call within the limit answered %q", got)
 		}
 	}
@@ -169,14 +172,46 @@ func TestLimitsRefuseOnlyTheOffender(t *testing.T) {
 
 func TestNotificationFloodIsDroppedAndTheServerKeepsServing(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"maxNotificationsPerSecond":10,"mcpServers":{
+	const limit, sent = 10, 20000
+	tg := startGateway(t, fmt.Sprintf(`{"maxNotificationsPerSecond":%d,"mcpServers":{
 		"noisy": {"command":"FAKE","args":["-state","STATE","-prefix","n_"]},
 		"quiet": {"command":"FAKE","args":["-state","STATE","-prefix","q_"]}
-	}}`)
-	c := connect(t, tg.url)
-	if got := toolText(t, c.callTool("1", "n_flood", `{"count":20000}`)); got != "done" {
-		t.Errorf("the flooding call answered %q", got)
+	}}`, limit))
+	p := newHTTPPeer(t, tg.url, `{}`)
+	if m, _ := p.call("logging/setLevel", `{"level":"info"}`); m.Error != nil {
+		t.Fatalf("setLevel: %+v", m.Error)
 	}
+	start := time.Now()
+	if m, _ := p.call("tools/call", fmt.Sprintf(`{"name":"n_flood","arguments":{"count":%d}}`, sent)); text(t, m) != "done" {
+		t.Errorf("the flooding call answered %s", m.Result)
+	}
+	// Every line of the flood was read before its answer, so it spans at
+	// most this many of the limit's one-second windows.
+	windows := 2 + int(time.Since(start)/time.Second)
+	// The quiet server's log message follows on the session's stream
+	// whatever of the flood passed.
+	if m, _ := p.call("tools/call", `{"name":"q_log","arguments":{"level":"error","data":"marker"}}`); text(t, m) != "logged" {
+		t.Fatalf("the quiet server's log answered %s", m.Result)
+	}
+	passed := 0
+	for {
+		m := p.nextExcept(listChanged...)
+		var lp struct{ Data string }
+		json.Unmarshal(m.Params, &lp)
+		if lp.Data == "marker" {
+			break
+		}
+		if m.Method == "notifications/message" {
+			passed++
+		}
+		if passed > limit*windows {
+			t.Fatalf("at least %d of %d notifications passed, want at most %d (%d a second over %d windows)", passed, sent, limit*windows, limit, windows)
+		}
+	}
+	if passed == 0 {
+		t.Errorf("none of the %d notifications passed, want the first %d of a second", sent, limit)
+	}
+	c := connect(t, tg.url)
 	if got := toolText(t, c.callTool("2", "n_echo", `{"text":"after"}`)); got != "after" {
 		t.Errorf("the flooding server then answered %q", got)
 	}

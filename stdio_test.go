@@ -62,25 +62,34 @@ func signalsOf(t *testing.T, dir string, pid int) []string {
 
 func TestStopLadder(t *testing.T) {
 	t.Parallel()
+	// A grace the server ignores is short, so that the ladder goes on at
+	// once; a grace the server is expected to use is long, so that a loaded
+	// machine cannot make it too slow: the wait ends when the server exits,
+	// and costs nothing then.
+	const ignored, used = 50 * time.Millisecond, time.Minute
 	for _, tc := range []struct {
-		name        string
-		args        []string
-		wantSignals []string // what the server process received
-		wantExit    string
+		name                 string
+		args                 []string
+		stopGrace, killGrace time.Duration
+		wantSignals          []string // what the server process received
+		wantExit             string
 	}{
 		{
-			name:     "a server that exits when stdin closes gets no signal",
+			name:      "a server that exits when stdin closes gets no signal",
+			stopGrace: used, killGrace: used,
 			wantExit: "exit status 0",
 		},
 		{
-			name:        "a server that ignores the end of stdin gets SIGTERM",
-			args:        []string{"-ignore-stdin-close"},
+			name:      "a server that ignores the end of stdin gets SIGTERM",
+			args:      []string{"-ignore-stdin-close"},
+			stopGrace: ignored, killGrace: used,
 			wantSignals: []string{"terminated"},
 			wantExit:    "exit status 0",
 		},
 		{
-			name:        "a server and grandchild that ignore SIGTERM are killed",
-			args:        []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
+			name:      "a server and grandchild that ignore SIGTERM are killed",
+			args:      []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
+			stopGrace: ignored, killGrace: ignored,
 			wantSignals: []string{"terminated"},
 			wantExit:    "signal: killed",
 		},
@@ -88,7 +97,7 @@ func TestStopLadder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := stateDir(t)
-			p := startFake(t, 100*time.Millisecond, 200*time.Millisecond, fakeArgs(dir, tc.args...)...)
+			p := startFake(t, tc.stopGrace, tc.killGrace, fakeArgs(dir, tc.args...)...)
 			initialize(t, p)
 			p.Stop(nil)
 			if got := p.exitDescription(); got != tc.wantExit {

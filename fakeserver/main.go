@@ -170,6 +170,9 @@
 //		After ms milliseconds, answer "slept".
 //	hang {}
 //		Never answer.
+//	wait {file: string}
+//		Answer "released" once the file exists (polling every 10ms); until
+//		then the call stays in flight, for as long as a test needs.
 //	big {bytes: int}
 //		Answer a text of the given length whose byte i is 'a'+i%26.
 //	stderr {bytes: int}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,7 +445,7 @@ func TestInitialize(t *testing.T) {
 				t.Errorf("ping result = %s, want {}", m.Result)
 			}
 			text := p.expectTextOf(2, "whoami", nil)
-			if want := fmt.Sprintf(`{"name":"alpha","pid":%d}`, p.cmd.Process.Pid); text != want {
+			if want := fmt.Sprintf(`{"name":"alpha","pid":%d}`, p.cmd.Process.Pid); !sameJSON([]byte(text), want) {
 				t.Errorf("whoami = %s, want %s", text, want)
 			}
 
@@ -472,7 +473,8 @@ func (p *proc) expectTextOf(id any, name string, args map[string]any) string {
 }
 
 func TestToolsListPagination(t *testing.T) {
-	p := start(t, "-page-size", "2", "-extra-tools", "5", "-prefix", "x_")
+	args := []string{"-page-size", "2", "-extra-tools", "5", "-prefix", "x_"}
+	p := start(t, args...)
 	p.initialize("2025-11-25")
 	seen := map[string]int{}
 	var order []string
@@ -512,28 +514,46 @@ func TestToolsListPagination(t *testing.T) {
 		}
 		cursor = r.NextCursor
 	}
-	want := []string{"echo", "whoami", "sleep", "hang", "big", "stderr", "garbage", "crash", "list_changed", "flood",
-		"touch", "resources_changed", "prompts_changed", "progress", "log", "sample", "elicit", "roots",
-		"flood_sampling", "tool_000", "tool_001", "tool_002", "tool_003", "tool_004"}
-	if len(seen) != len(want) || pages != 12 {
-		t.Errorf("got %d tools in %d pages, want %d in 12: %v", len(seen), pages, len(want), seen)
+	// The server's own table, built from the same flags, says what it
+	// offers: a tool added to it needs no change here.
+	want := toolTable(t, args...)
+	if len(want) < 5+2 || !slices.Contains(want, "x_echo") || !slices.Contains(want, "x_tool_004") {
+		t.Fatalf("the server's tool table is %q, want its tools and 5 extra ones, prefixed", want)
+	}
+	if wantPages := (len(want) + 1) / 2; len(seen) != len(want) || pages != wantPages {
+		t.Errorf("got %d tools in %d pages, want %d in %d: %v", len(seen), pages, len(want), wantPages, seen)
 	}
 	for _, name := range want {
-		if seen["x_"+name] != 1 {
-			t.Errorf("tool x_%s seen %d times, want 1", name, seen["x_"+name])
+		if seen[name] != 1 {
+			t.Errorf("tool %s seen %d times, want 1", name, seen[name])
 		}
 	}
-	if got, want := strings.Join(order, " "), "x_"+strings.Join(want, " x_"); got != want {
+	if got, want := strings.Join(order, " "), strings.Join(want, " "); got != want {
 		t.Errorf("tools listed in order\n%s\nwant\n%s", got, want)
 	}
 
-	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(len(want)), encodeCursor(99)} {
+	for i, bad := range []any{"nonsense", encodeCursor(0), encodeCursor(len(want)), encodeCursor(len(want) + 76)} {
 		p.request(100+i, "tools/list", map[string]any{"cursor": bad})
 		p.expectError(100+i, -32602, "invalid cursor")
 	}
 	if got := p.expectTextOf(200, "x_tool_003", nil); !strings.Contains(got, `"pid"`) {
 		t.Errorf("x_tool_003 = %s, want whoami's answer", got)
 	}
+}
+
+// toolTable returns the names of the tools a server started with args
+// offers, in its order, from the table the server itself builds.
+func toolTable(t *testing.T, args ...string) []string {
+	t.Helper()
+	opts, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range newServer(opts, nil, nil, nil).tools {
+		names = append(names, tool.name)
+	}
+	return names
 }
 
 func TestErrors(t *testing.T) {
@@ -830,6 +850,16 @@ func sameJSON(got []byte, want string) bool {
 	return reflect.DeepEqual(g, w)
 }
 
+// mustJSON encodes v.
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // checkJSON fails the test unless got and want are the same JSON value.
 func checkJSON(t *testing.T, what string, got []byte, want string) {
 	t.Helper()
@@ -859,7 +889,7 @@ func TestCapabilities(t *testing.T) {
 		checkJSON(t, "capabilities", caps, `{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},`+
 			`"prompts":{"listChanged":true},"completions":{},"logging":{}}`)
 		e, ok := p.findEvent(p.cmd.Process.Pid, func(e event) bool { return e.Method == "initialize" })
-		if !ok || string(e.Capabilities) != `{"roots":{"listChanged":true},"sampling":{}}` {
+		if !ok || !sameJSON(e.Capabilities, `{"roots":{"listChanged":true},"sampling":{}}`) {
 			t.Errorf("initialize event = %+v, want the client's capabilities", e)
 		}
 	})
@@ -1076,7 +1106,7 @@ func TestProgress(t *testing.T) {
 		for i := 1; i <= tt.steps; i++ {
 			m := p.expectNotification("notifications/progress")
 			want := fmt.Sprintf(`{"progressToken":%s,"progress":%d,"total":%d,"message":"step %d of %d"}`, token, i, tt.steps, i, tt.steps)
-			if string(m.Params) != want {
+			if !sameJSON(m.Params, want) {
 				t.Errorf("progress params = %s, want %s", m.Params, want)
 			}
 		}
@@ -1104,7 +1134,7 @@ func TestLogging(t *testing.T) {
 		t.Helper()
 		p.callTool(id, "log", args)
 		m := p.expectNotification("notifications/message")
-		if string(m.Params) != want {
+		if !sameJSON(m.Params, want) {
 			t.Errorf("message params = %s, want %s", m.Params, want)
 		}
 		if got := p.expectText(id); got != "logged" {
@@ -1142,7 +1172,7 @@ func TestClientRequests(t *testing.T) {
 
 	p.callTool(1, "sample", map[string]any{"prompt": "tell me"})
 	m := p.expectServerRequest("sampling/createMessage")
-	if string(m.ID) != "1" || string(m.Params) != `{"messages":[{"role":"user","content":{"type":"text","text":"tell me"}}],"maxTokens":100}` {
+	if string(m.ID) != "1" || !sameJSON(m.Params, `{"messages":[{"role":"user","content":{"type":"text","text":"tell me"}}],"maxTokens":100}`) {
 		t.Errorf("got %q", m.Line)
 	}
 	p.respond(m.ID, map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "sure"}, "model": "m"})
@@ -1379,12 +1409,12 @@ func TestModernDiscover(t *testing.T) {
 			got := p.expectRaw("d")
 			want := `{"supportedVersions":` + tt.versions + `,"capabilities":` + tt.caps +
 				`,"resultType":"complete","ttlMs":0,"cacheScope":"private",` + serverInfoMeta + `}`
-			if got != want {
+			if !sameJSON([]byte(got), want) {
 				t.Errorf("server/discover = %s\nwant %s", got, want)
 			}
 			e := p.requestEvent(`"d"`)
 			sent, _ := json.Marshal(meta)
-			if e.Method != "server/discover" || e.Era != "modern" || string(e.Meta) != string(sent) {
+			if e.Method != "server/discover" || e.Era != "modern" || !sameJSON(e.Meta, string(sent)) {
 				t.Errorf("request event %+v, want meta %s", e, sent)
 			}
 		})
@@ -1401,7 +1431,7 @@ func TestModernEnvelope(t *testing.T) {
 	p.expectErrorData(2, -32602, "missing _meta", supported)
 	p.request(3, "ping", map[string]any{"_meta": map[string]any{"progressToken": 1}})
 	p.expectErrorData(3, -32602, "missing _meta", supported)
-	if e := p.requestEvent("3"); e.Era != "legacy" || string(e.Meta) != `{"progressToken":1}` {
+	if e := p.requestEvent("3"); e.Era != "legacy" || !sameJSON(e.Meta, `{"progressToken":1}`) {
 		t.Errorf("request event %+v", e)
 	}
 
@@ -1436,7 +1466,7 @@ func TestModernEnvelope(t *testing.T) {
 	meta = newMeta(nil)
 	delete(meta, mInfo)
 	p.modern(20, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, meta)
-	if got, want := p.expectRaw(20), `{"content":[{"type":"text","text":"x"}],"resultType":"complete",`+serverInfoMeta+`}`; got != want {
+	if got, want := p.expectRaw(20), `{"content":[{"type":"text","text":"x"}],"resultType":"complete",`+serverInfoMeta+`}`; !sameJSON([]byte(got), want) {
 		t.Errorf("echo = %s, want %s", got, want)
 	}
 
@@ -1464,7 +1494,7 @@ func TestModernResults(t *testing.T) {
 	}
 	json.Unmarshal([]byte(got), &r)
 	if want := `{"resources":[{"uri":"fake://fake/hello","name":"hello","mimeType":"text/plain"}],"nextCursor":"` +
-		r.NextCursor + `",` + cacheable; r.NextCursor == "" || got != want {
+		r.NextCursor + `",` + cacheable; r.NextCursor == "" || !sameJSON([]byte(got), want) {
 		t.Errorf("resources/list = %s\nwant %s", got, want)
 	}
 	for i, tt := range []struct {
@@ -1486,13 +1516,18 @@ func TestModernResults(t *testing.T) {
 			`{"content":[{"type":"text","text":"<é&>"}],` + complete},
 	} {
 		p.modern(10+i, tt.method, tt.params, meta)
-		if got := p.expectRaw(10 + i); got != tt.want {
+		if got := p.expectRaw(10 + i); !sameJSON([]byte(got), tt.want) {
 			t.Errorf("%s = %s\nwant %s", tt.method, got, tt.want)
 		}
 	}
 	p.modern(20, "tools/list", nil, meta)
-	if got := p.expectRaw(20); !strings.HasPrefix(got, `{"tools":[{"name":"echo",`) || !strings.HasSuffix(got, `"nextCursor":"`+encodeCursor(1)+`",`+cacheable) {
-		t.Errorf("tools/list = %s", got)
+	var tl map[string]json.RawMessage
+	json.Unmarshal([]byte(p.expectRaw(20)), &tl)
+	var tools []struct{ Name string }
+	json.Unmarshal(tl["tools"], &tools)
+	delete(tl, "tools")
+	if want := `{"nextCursor":"` + encodeCursor(1) + `",` + cacheable; len(tools) != 1 || tools[0].Name != "echo" || !sameJSON(mustJSON(t, tl), want) {
+		t.Errorf("tools/list = tools %+v and %s, want echo and %s", tools, mustJSON(t, tl), want)
 	}
 	p.modern(21, "resources/read", map[string]any{"uri": "fake://fake/nope"}, meta)
 	p.expectErrorData(21, -32602, "resource not found: fake://fake/nope", "")
@@ -1514,7 +1549,7 @@ func TestModernProgressAndLogging(t *testing.T) {
 	p.modernTool(1, "progress", map[string]any{"steps": 2}, meta, nil)
 	for i := 1; i <= 2; i++ {
 		m := p.expectNotification("notifications/progress")
-		if want := fmt.Sprintf(`{"progressToken":"tok","progress":%d,"total":2,"message":"step %d of 2"}`, i, i); string(m.Params) != want {
+		if want := fmt.Sprintf(`{"progressToken":"tok","progress":%d,"total":2,"message":"step %d of 2"}`, i, i); !sameJSON(m.Params, want) {
 			t.Errorf("progress params = %s, want %s", m.Params, want)
 		}
 	}
@@ -1542,7 +1577,7 @@ func TestModernProgressAndLogging(t *testing.T) {
 		t.Errorf("flood at warning = %q, want filtered", got)
 	}
 	p.modernTool(6, "log", map[string]any{"level": "error", "data": "bad"}, warning, nil)
-	if m := p.expectNotification("notifications/message"); string(m.Params) != `{"level":"error","logger":"fake","data":"bad"}` {
+	if m := p.expectNotification("notifications/message"); !sameJSON(m.Params, `{"level":"error","logger":"fake","data":"bad"}`) {
 		t.Errorf("message params = %s", m.Params)
 	}
 	if got := p.expectText(6); got != "logged" {
@@ -1594,7 +1629,7 @@ func TestModernInputRequired(t *testing.T) {
 		}
 		want := `{"resultType":"input_required","inputRequests":{"in1":{"method":"` + method + `"` + params +
 			`}},"requestState":"` + state + `",` + serverInfoMeta + `}`
-		if got := p.expectRaw(id); got != want {
+		if got := p.expectRaw(id); !sameJSON([]byte(got), want) {
 			t.Errorf("id %v = %s\nwant %s", id, got, want)
 		}
 		return state
@@ -1609,7 +1644,7 @@ func TestModernInputRequired(t *testing.T) {
 		`{"messages":[{"role":"user","content":{"type":"text","text":"tell me"}}],"maxTokens":100}`, 1)
 	answer := map[string]any{"role": "assistant", "content": map[string]any{"type": "text", "text": "sure"}, "model": "m"}
 	retry(11, "x_sample", map[string]any{"prompt": "tell me"}, state, answer)
-	if got, want := p.expectRaw(11), `{"content":[{"type":"text","text":"sampled: sure"}],"resultType":"complete",`+serverInfoMeta+`}`; got != want {
+	if got, want := p.expectRaw(11), `{"content":[{"type":"text","text":"sampled: sure"}],"resultType":"complete",`+serverInfoMeta+`}`; !sameJSON([]byte(got), want) {
 		t.Errorf("retried sample = %s, want %s", got, want)
 	}
 	// A state may be used again; an unknown one, one issued for another
@@ -1681,7 +1716,7 @@ func (p *proc) expectChange(method, sub, uri string) {
 	if uri != "" {
 		want = `{"_meta":{"io.modelcontextprotocol/subscriptionId":` + sub + `},"uri":"` + uri + `"}`
 	}
-	if string(m.Params) != want {
+	if !sameJSON(m.Params, want) {
 		p.t.Errorf("%s params = %s, want %s", method, m.Params, want)
 	}
 }
@@ -1802,7 +1837,9 @@ func TestBothEras(t *testing.T) {
 	p.modern(4, "ping", nil, meta)
 	p.expectError(4, -32601, "method not found: ping")
 	p.modern(5, "server/discover", nil, meta)
-	if got := p.expectRaw(5); !strings.HasPrefix(got, `{"supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"],`) {
+	var d struct{ SupportedVersions json.RawMessage }
+	if got := p.expectRaw(5); json.Unmarshal([]byte(got), &d) != nil ||
+		!sameJSON(d.SupportedVersions, `["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"]`) {
 		t.Errorf("server/discover = %s", got)
 	}
 	p.modernTool(6, "sample", map[string]any{"prompt": "modern"}, meta, nil)
@@ -1837,7 +1874,7 @@ func TestBothEras(t *testing.T) {
 	p.expectChange("notifications/resources/updated", `"L"`, "fake://fake/counter")
 	p.expectText(11)
 	p.callTool(12, "touch", nil)
-	if m := p.expectNotification("notifications/resources/updated"); string(m.Params) != `{"uri":"fake://fake/counter"}` {
+	if m := p.expectNotification("notifications/resources/updated"); !sameJSON(m.Params, `{"uri":"fake://fake/counter"}`) {
 		t.Errorf("legacy updated params = %s", m.Params)
 	}
 	p.expectChange("notifications/resources/updated", `"L"`, "fake://fake/counter")

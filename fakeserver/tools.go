@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ func (s *server) addTools() {
 		"ms": integer("Milliseconds to sleep."),
 	}, s.sleep)
 	add("hang", "Never answers.", nil, s.hang)
+	add("wait", `Answers "released" once the given file exists, unless cancelled.`, map[string]property{
+		"file": {"string", "Path of the file to wait for."},
+	}, s.wait)
 	add("big", "Answers a text of the given length.", map[string]property{
 		"bytes": integer("Length of the text."),
 	}, s.big)
@@ -185,6 +189,39 @@ func (s *server) sleep(c *call, args json.RawMessage) {
 
 func (s *server) hang(c *call, args json.RawMessage) {
 	<-c.ctx.Done()
+}
+
+// waitPoll is how often the wait tool looks for its file: a test that
+// creates the file waits at most this long more for the answer.
+const waitPoll = 10 * time.Millisecond
+
+// wait answers once a.File exists. It lets a test hold a call in flight for
+// exactly as long as it needs, whatever the machine's load, where a sleep
+// would end on its own.
+func (s *server) wait(c *call, args json.RawMessage) {
+	var a struct {
+		File string `json:"file"`
+	}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	if a.File == "" {
+		c.fail(codeInvalidParams, "invalid arguments: file is required")
+		return
+	}
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	for {
+		if _, err := os.Stat(a.File); err == nil {
+			replyText(c, "released")
+			return
+		}
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 func (s *server) big(c *call, args json.RawMessage) {
