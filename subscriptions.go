@@ -159,7 +159,8 @@ func (g *Gateway) subscription(ctx context.Context, method string, params json.R
 }
 
 // unsubscribeAll ends a session's subscriptions. The servers hear of it
-// on goroutines of the gateway's (g.owned): it does not block.
+// on goroutines of the gateway's (g.owned), so it does not block, unless
+// the gateway has stopped: then the (stopped) servers are told at once.
 func (g *Gateway) unsubscribeAll(s *session) {
 	for _, key := range g.subs.keysOf(s) {
 		if !g.subs.drop(key, s) {
