@@ -5,6 +5,8 @@ import "sync"
 // goroutines is a group of goroutines with an owner that stops and joins
 // them. Its zero value is ready to use; its methods are safe for concurrent
 // use.
+//
+// Lock order: mu is a leaf, held only while the group is counted.
 type goroutines struct {
 	mu     sync.Mutex
 	wg     sync.WaitGroup

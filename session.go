@@ -14,9 +14,10 @@ import (
 // (its outbound queue) and the log level it asked for. Its methods are safe
 // for concurrent use.
 //
-// Lock order: a session's mu is taken under sessionSet.mu (never the other
-// way round) and is held only to read or change the session's fields: no
-// other lock is taken while it is held.
+// Lock order: a session's mu is taken under sessionSet.mu and under the
+// HTTP front end's mu (httpFrontEnd.expireIdle), never the other way round,
+// and is held only to read or change the session's fields: no other lock
+// is taken while it is held.
 type session struct {
 	// notify sends a message the client did not ask for (a list_changed
 	// notification). It must not block. If nil, such messages are dropped.
