@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +16,20 @@ import (
 // Gateway is the one MCP server that clients see: it answers initialize,
 // ping and tools/list itself and routes tools/call to the backend that owns
 // the tool. Its methods are safe for concurrent use.
+//
+// Gateway holds the wiring (config, backends, catalog, health) and routes
+// over the catalog; each other concern has its own type and lock: the
+// sessions (session.go), their subscriptions (subscriptions.go), and the
+// servers' requests to clients (serverrequests.go).
+//
+// Lock order, where locks nest: reloadMu (held while Reload stops and
+// starts backends), then catMu (held while a rebuild reads the backends
+// and tells the sessions), then any of g.mu, a backend's mu, and
+// sessionSet.mu, under which a session's mu is taken. g.mu, a session's
+// mu, subscriptions.mu and parkedExchanges.mu are leaves: each is held
+// only to read or change its own fields, never while another lock is
+// taken, a session is sent a message or a server is called. No lock of the
+// gateway's is taken while a backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
 	log      *slog.Logger
@@ -50,13 +61,18 @@ type Gateway struct {
 	// catMu orders the rebuilds of the catalog.
 	catMu sync.Mutex
 
-	mu         sync.Mutex
-	lastHealth string // the last summary logged
+	mu         sync.Mutex // guards the fields below, and cfg and backends
+	lastHealth string     // the last summary logged
 	cat        *catalog
-	sessions   map[*session]struct{}
-	subs       map[subKey]map[*session]string // subscribers of each resource, with the URI each used
-	parked     map[string]*exchange           // modern clients' calls waiting for their input, by requestState
 	closed     bool
+
+	sessions *sessionSet      // the sessions that hear of changes
+	subs     *subscriptions   // the sessions' subscriptions to resources
+	parked   *parkedExchanges // modern clients' calls waiting for their input
+
+	// owned are the goroutines the gateway starts that outlive the call
+	// that starts them; Stop joins them.
+	owned goroutines
 }
 
 const defaultPageSize = 1000
@@ -65,7 +81,7 @@ const defaultPageSize = 1000
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: map[*session]struct{}{}, subs: map[subKey]map[*session]string{}, parked: map[string]*exchange{},
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
@@ -214,14 +230,16 @@ func (g *Gateway) EndStreams() { g.endQuiet() }
 func (g *Gateway) CutOff() { g.cutOff() }
 
 // Stop stops every backend in parallel with the stop ladder and blocks until
-// all their processes are gone. Closing hurry makes the ladders skip their
-// waits. No session is notified of anything after Stop begins.
+// all their processes are gone and every goroutine the gateway started has
+// returned. Closing hurry makes the ladders skip their waits. No session is
+// notified of anything after Stop begins.
 func (g *Gateway) Stop(hurry <-chan struct{}) {
 	g.reloadMu.Lock() // a reload under way finishes first: it may be starting servers
 	defer g.reloadMu.Unlock()
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
+	g.sessions.close()
 	var wg sync.WaitGroup
 	for _, b := range g.backendList() {
 		wg.Add(1)
@@ -231,6 +249,10 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 		}()
 	}
 	wg.Wait()
+	// With the servers gone, the calls of parked exchanges and the
+	// unsubscribes still under way end at once.
+	g.parked.stop()
+	g.owned.stop()
 	// Each backend swept what its server left; this catches what escaped
 	// while corral was stopping them all.
 	if killed := sweepMarked(g.instance, "", g.reaper); len(killed) > 0 {
@@ -273,17 +295,8 @@ func (g *Gateway) rebuildCatalog() {
 	g.mu.Lock()
 	old := g.cat
 	g.cat = cat
-	var sessions []*session
-	if !g.closed {
-		for s := range g.sessions {
-			s.mu.Lock()
-			if s.initialized {
-				sessions = append(sessions, s)
-			}
-			s.mu.Unlock()
-		}
-	}
 	g.mu.Unlock()
+	sessions := g.sessions.initialized()
 	var notes []string
 	for k := range numKinds {
 		if !sameList(old.lists[k], cat.lists[k]) && !slices.Contains(notes, kinds[k].changed) {
@@ -301,136 +314,6 @@ func (g *Gateway) rebuildCatalog() {
 		for _, s := range sessions {
 			s.send(note[:len(note)-1])
 		}
-	}
-}
-
-// session is one client's conversation with the gateway, over whatever front
-// end. Its methods are safe for concurrent use.
-type session struct {
-	// notify sends a message the client did not ask for (a list_changed
-	// notification). It must not block. If nil, such messages are dropped.
-	notify func(msg []byte)
-
-	mu              sync.Mutex
-	initialized     bool // initialize was answered: notifications may follow
-	protocolVersion string
-	clientCaps      capabilities                  // what the client declared in initialize
-	logLevel        string                        // set by logging/setLevel; "" if never
-	inflight        map[string]context.CancelFunc // by the client's raw request ID
-	cancelled       map[string]bool               // requests the client cancelled
-	nextOut         int64                         // the last ID of a request corral sent the client
-	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
-	ended           bool                          // endSession was called: nothing more is sent
-}
-
-// outbound is a server's request passed on to a client. The client's
-// answer goes to the server, under the server's ID, or to reply.
-type outbound struct {
-	m     *mux
-	id    json.RawMessage // the server's ID for it
-	reply chan *wireMsg   // if not nil, receives the answer instead (buffered)
-
-	method string // the request, for a modern client's input_required
-	params json.RawMessage
-
-	// A request passed to a legacy client waits in its session, under the
-	// session's ID for it, until it is settled (see settleAsked).
-	s     *session
-	out   int64
-	rel   *related    // the client's call the server asked about
-	timer *time.Timer // settles it at requestTimeout
-}
-
-// deliver passes the client's answer on.
-func (o *outbound) deliver(a *wireMsg) {
-	if o.reply != nil {
-		o.reply <- a
-		return
-	}
-	if a.Error != nil {
-		o.m.answer(o.id, errorReply(o.id, a.Error))
-		return
-	}
-	o.m.answer(o.id, resultReply(o.id, a.Result))
-}
-
-// release settles o with its server, if it was recorded there, and stops
-// its timer. It reports whether this call settled it: only that caller
-// answers the server.
-func (o *outbound) release() bool {
-	if o.m != nil && o.s != nil && !o.m.settle(o) {
-		return false
-	}
-	if o.timer != nil {
-		o.timer.Stop()
-	}
-	return true
-}
-
-// forget removes o from the requests waiting for the session's answers,
-// and reports whether the session has ended.
-func (s *session) forget(o *outbound) (ended bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.outbound[o.out] == o {
-		delete(s.outbound, o.out)
-	}
-	return s.ended
-}
-
-// waiting returns the number of requests of servers waiting for the
-// session's answers.
-func (s *session) waiting() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.outbound)
-}
-
-// newSession registers a session so that it hears of catalog changes.
-func (g *Gateway) newSession(notify func([]byte)) *session {
-	s := &session{notify: notify, inflight: map[string]context.CancelFunc{},
-		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
-	g.mu.Lock()
-	g.sessions[s] = struct{}{}
-	g.mu.Unlock()
-	return s
-}
-
-// detachedSession returns a session for one modern request: it hears of
-// nothing else.
-func (g *Gateway) detachedSession() *session {
-	return &session{inflight: map[string]context.CancelFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
-}
-
-// endSession cancels the session's calls in flight, answers the servers'
-// requests it never answered, ends its subscriptions, and forgets it.
-func (g *Gateway) endSession(s *session) {
-	g.mu.Lock()
-	delete(g.sessions, s)
-	g.mu.Unlock()
-	s.mu.Lock()
-	s.ended = true
-	for _, cancel := range s.inflight {
-		cancel()
-	}
-	out := s.outbound
-	s.outbound = map[int64]*outbound{}
-	level := s.logLevel
-	s.mu.Unlock()
-	for _, o := range out {
-		if o.release() {
-			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
-		}
-	}
-	g.unsubscribeAll(s)
-	if level != "" {
-		g.applyLogLevel()
-	}
-}
-
-func (s *session) send(msg []byte) {
-	if s.notify != nil {
-		s.notify(msg)
 	}
 }
 
@@ -565,13 +448,6 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	return resultReply(msg.ID, raw)
 }
 
-// wasCancelled reports whether the client cancelled its request key.
-func (s *session) wasCancelled(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cancelled[key]
-}
-
 func asWireError(err error) *wireError {
 	var we *wireError
 	if errors.As(err, &we) {
@@ -589,190 +465,11 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 		if json.Unmarshal(msg.Params, &p) != nil {
 			return
 		}
-		key := string(p.RequestID)
-		s.mu.Lock()
-		cancel := s.inflight[key]
-		if cancel != nil {
-			s.cancelled[key] = true
-		}
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
+		s.cancelRequest(string(p.RequestID))
 	case "notifications/initialized":
 	default:
 		g.log.Debug("notification from client ignored", "method", msg.Method)
 	}
-}
-
-// initialize answers a client's initialize with the version it asked for when
-// corral speaks it, and corral's newest otherwise, as the specification says.
-// The capabilities are those the servers offer, so it waits, until ctx ends,
-// for servers still in their first start.
-func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	var p struct {
-		ProtocolVersion string       `json:"protocolVersion"`
-		Capabilities    capabilities `json:"capabilities"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
-		return nil, &wireError{Code: codeInvalidParams, Message: "initialize: params must be an object with a protocolVersion"}
-	}
-	v := p.ProtocolVersion
-	if !supportedVersion(v) {
-		v = protocolVersions[0]
-	}
-	s.mu.Lock()
-	s.protocolVersion, s.clientCaps = v, p.Capabilities
-	s.mu.Unlock()
-	g.waitFirstStarts(ctx)
-	caps := g.capabilities()
-	s.mu.Lock()
-	s.initialized = true
-	s.mu.Unlock()
-	res := map[string]any{
-		"protocolVersion": v,
-		"capabilities":    caps,
-		"serverInfo":      map[string]string{"name": "corral", "version": version},
-	}
-	if in := g.instructions(); in != "" {
-		res["instructions"] = in
-	}
-	return res, nil
-}
-
-// instructions returns what the servers tell clients in their handshakes:
-// one server's text as it is, several under a heading naming each.
-func (g *Gateway) instructions() string {
-	type entry struct{ name, text string }
-	var all []entry
-	for _, b := range g.backendList() {
-		b.mu.Lock()
-		if b.instructions != "" {
-			all = append(all, entry{b.name, b.instructions})
-		}
-		b.mu.Unlock()
-	}
-	if len(all) == 1 {
-		return all[0].text
-	}
-	var out strings.Builder
-	for i, e := range all {
-		if i > 0 {
-			out.WriteString("\n\n")
-		}
-		fmt.Fprintf(&out, "## Server %q\n\n%s", e.name, e.text)
-	}
-	return out.String()
-}
-
-// capabilities returns what the gateway offers clients: what any of its
-// servers offers. Every list may change, as servers come and go.
-func (g *Gateway) capabilities() map[string]any {
-	caps := map[string]any{}
-	listChanged := map[string]bool{"listChanged": true}
-	for _, b := range g.backendList() {
-		c := b.capabilities()
-		if c.has(kindTool) {
-			caps["tools"] = listChanged
-		}
-		if c.has(kindPrompt) {
-			caps["prompts"] = listChanged
-		}
-		if c.has(kindResource) {
-			r, _ := caps["resources"].(map[string]bool)
-			if r == nil {
-				r = map[string]bool{"listChanged": true}
-				caps["resources"] = r
-			}
-			r["subscribe"] = r["subscribe"] || c.flag("resources", "subscribe")
-		}
-		for _, name := range []string{"completions", "logging"} {
-			if c[name] != nil {
-				caps[name] = struct{}{}
-			}
-		}
-	}
-	return caps
-}
-
-func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
-
-// list answers a list request of kind k with a page of the aggregated
-// catalog, with meta as its _meta if not nil (see catalog.page). It waits,
-// until ctx ends, for backends still in their first start, so that a
-// client that connects early sees everything.
-func (g *Gateway) list(ctx context.Context, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
-	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	cat := g.cat
-	g.mu.Unlock()
-	size := g.pageSize
-	if size <= 0 {
-		size = defaultPageSize
-	}
-	return cat.page(k, params, size, meta)
-}
-
-// waitFirstStarts waits until every backend's first start has succeeded or
-// failed, or ctx ends.
-func (g *Gateway) waitFirstStarts(ctx context.Context) {
-	for _, b := range g.backendList() {
-		select {
-		case <-b.firstDone:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// lookup finds an item by the name clients use. A name not in the catalog
-// may belong to a backend still in its first start: then it waits for the
-// first starts, until ctx ends, and looks again.
-func (g *Gateway) lookup(ctx context.Context, k kind, name string) *catalogItem {
-	g.mu.Lock()
-	it := g.cat.lookup(k, name)
-	g.mu.Unlock()
-	if it != nil {
-		return it
-	}
-	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cat.lookup(k, name)
-}
-
-// resolveURI finds the backend that serves a resource URI, and the server's
-// own URI for it, after waiting for first starts if it must; see
-// catalog.resolveURI.
-func (g *Gateway) resolveURI(ctx context.Context, uri string) (*backend, string) {
-	g.mu.Lock()
-	cat := g.cat
-	g.mu.Unlock()
-	if b, orig := cat.resolveURI(g.backendList(), uri); b != nil {
-		return b, orig
-	}
-	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	cat = g.cat
-	g.mu.Unlock()
-	return cat.resolveURI(g.backendList(), uri)
-}
-
-// unknown says an item is unknown and, since it may belong to a server that
-// never listed its items, which servers are not ready.
-func (g *Gateway) unknown(k kind, name string) string {
-	what := strings.TrimSuffix(kinds[k].field, "s")
-	if k == kindTemplate {
-		what = "resource"
-	}
-	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
-	for _, b := range g.backendList() {
-		h := b.health()
-		if h.State != stateReady && len(b.items(k)) == 0 {
-			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
-		}
-	}
-	return msg
 }
 
 // codeResourceNotFound is MCP's error for a resource that does not exist.
@@ -970,427 +667,6 @@ func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, ans
 		b.metrics.observe(outcome, time.Since(start))
 	}
 	return r
-}
-
-// serverRequest passes a request a server sent to its client (sampling,
-// elicitation, roots) to the one session with requests in flight to that
-// server, on the stream of its latest such request, under an ID of the
-// session's own. The server gets an error instead when no session, or more
-// than one, has requests in flight to it (corral cannot tell whom it asks),
-// when that session's client did not declare the capability the request
-// needs, or when maxServerRequests of the server's, or
-// maxServerRequestsPerSession of the session's, wait for an answer. Called
-// on the mux's reading goroutine; it does not block, and logs at most a few
-// lines a second (mux.warn).
-func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
-	fail := func(code int, format string, args ...any) {
-		why := fmt.Sprintf(format, args...)
-		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
-		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
-	}
-	capability, known := map[string]string{
-		"sampling/createMessage": "sampling",
-		"elicitation/create":     "elicitation",
-		"roots/list":             "roots",
-	}[msg.Method]
-	if !known {
-		fail(codeMethodNotFound, "corral does not pass %s from servers to clients", msg.Method)
-		return
-	}
-	var rel *related
-	sessions := 0
-	for _, r := range m.relatedCalls() {
-		if rel == nil || r.s != rel.s {
-			sessions++
-		}
-		rel = r // the latest of the last session
-	}
-	switch {
-	case sessions == 0:
-		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and no client request is in flight to server %q", msg.Method, b.name)
-		return
-	case sessions > 1:
-		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
-		return
-	}
-	if rel.caps[capability] == nil {
-		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
-		return
-	}
-	if rel.modern {
-		// A modern client is asked with an input_required result.
-		select {
-		case rel.inputs <- &outbound{m: m, id: msg.ID, method: msg.Method, params: msg.Params}:
-		default:
-			fail(codeUnavailable, "%d requests of server %q wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", cap(rel.inputs), b.name)
-		}
-		return
-	}
-	// The params are not kept: they are in the line sent to the client, and
-	// would keep the whole line the server wrote alive.
-	o := &outbound{m: m, id: msg.ID, s: rel.s, rel: rel}
-	if werr := g.askSession(b, o); werr != nil {
-		fail(werr.Code, "%s", werr.Message)
-		return
-	}
-	line, _ := encodeRequest(o.out, msg.Method, msg.Params)
-	rel.send(line[:len(line)-1])
-}
-
-// askSession records o, a request of server b's for o.s's client, with its
-// server and in its session, under a new ID of the session's, until it is
-// settled: answered, cancelled, timed out (requestTimeout) or its session
-// ended. It fails when maxServerRequests of the server's or
-// maxServerRequestsPerSession of the session's already wait.
-func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
-	cfg := g.config()
-	timeout := cfg.requestTimeout(b.cfg)
-	// Armed once o is recorded: o.timer is set before anyone else sees o.
-	o.timer = time.AfterFunc(math.MaxInt64, func() {
-		g.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
-	})
-	if werr := o.m.ask(o, cfg.MaxServerRequests); werr != nil {
-		o.timer.Stop()
-		return werr
-	}
-	s := o.s
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		o.release()
-		return &wireError{Code: codeInternalError, Message: "the client's session has ended"}
-	}
-	if n := len(s.outbound); n >= cfg.MaxServerRequestsPerSession {
-		s.mu.Unlock()
-		o.release()
-		return unavailable("%d requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", n)
-	}
-	s.nextOut++
-	o.out = s.nextOut
-	s.outbound[o.out] = o
-	s.mu.Unlock()
-	o.timer.Reset(timeout) // if o was settled meanwhile, the timer finds it so
-	return nil
-}
-
-// settleAsked ends o, a request of a server's waiting for a session's
-// answer, if it still waits: the client is told it is cancelled (with
-// reason), and the server gets werr, unless werr is nil (the server
-// cancelled it itself).
-func (g *Gateway) settleAsked(o *outbound, werr *wireError, reason string) {
-	if !o.release() {
-		return
-	}
-	ended := o.s.forget(o)
-	if werr != nil {
-		o.m.answer(o.id, errorReply(o.id, werr))
-	}
-	if ended {
-		return // no one to tell
-	}
-	params, _ := json.Marshal(struct {
-		RequestID int64  `json:"requestId"`
-		Reason    string `json:"reason"`
-	}{o.out, reason})
-	note, _ := encodeNotification("notifications/cancelled", params)
-	o.rel.send(note[:len(note)-1])
-}
-
-// serverCancelled serves a server's notifications/cancelled for one of its
-// requests waiting for a client: the client is told, and corral forgets it.
-func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
-		return
-	}
-	var c bytes.Buffer
-	if json.Compact(&c, p.RequestID) != nil {
-		return
-	}
-	if o := m.askedAs(c.Bytes()); o != nil {
-		g.settleAsked(o, nil, "cancelled by the server")
-	}
-}
-
-// cancelAsked ends the requests of a server still waiting for the answers
-// of a client whose call rel they were about, now that the call was
-// cancelled or timed out: the server was told to stop serving it.
-func (g *Gateway) cancelAsked(rel *related) {
-	s := rel.s
-	var about []*outbound
-	s.mu.Lock()
-	for _, o := range s.outbound {
-		if o.rel == rel {
-			about = append(about, o)
-		}
-	}
-	s.mu.Unlock()
-	for _, o := range about {
-		g.settleAsked(o, &wireError{Code: codeInternalError, Message: "the client's request that this request was about was cancelled"}, "the request it was about was cancelled")
-	}
-}
-
-// clientAnswer passes a client's answer to a server's request back to that
-// server, under the server's own ID.
-func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
-	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
-	s.mu.Lock()
-	o := s.outbound[id]
-	delete(s.outbound, id)
-	s.mu.Unlock()
-	if err != nil || o == nil {
-		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
-		return
-	}
-	if o.release() {
-		o.deliver(msg)
-	}
-}
-
-// logLevels are the levels of notifications/message, least severe first.
-var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-// setLogLevel answers logging/setLevel: the session receives the servers'
-// log messages at that level and above, and the servers are asked for the
-// most verbose level any session wants.
-func (g *Gateway) setLogLevel(s *session, params json.RawMessage) (any, error) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	json.Unmarshal(params, &p)
-	if !slices.Contains(logLevels, p.Level) {
-		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("logging/setLevel: unknown level %q; want one of %s", p.Level, strings.Join(logLevels, ", "))}
-	}
-	s.mu.Lock()
-	s.logLevel = p.Level
-	s.mu.Unlock()
-	g.applyLogLevel()
-	return struct{}{}, nil
-}
-
-// applyLogLevel asks every server that logs for the most verbose level any
-// session wants, if it changed.
-func (g *Gateway) applyLogLevel() {
-	level := g.wantedLogLevel()
-	for _, b := range g.backendList() {
-		b.setLogLevel(level)
-	}
-}
-
-// wantedLogLevel returns the most verbose level a session asked for, or "".
-func (g *Gateway) wantedLogLevel() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	best := len(logLevels)
-	for s := range g.sessions {
-		s.mu.Lock()
-		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i < best {
-			best = i
-		}
-		s.mu.Unlock()
-	}
-	if best == len(logLevels) {
-		return ""
-	}
-	return logLevels[best]
-}
-
-// serverLog passes a server's log message to the sessions that asked for
-// messages of its level, and to the one modern request in flight to the
-// server that asked for them, with the server's name in its logger:
-// "server", or "server/logger" when the server named a logger.
-func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
-	var p struct {
-		Level  string `json:"level"`
-		Logger string `json:"logger"`
-	}
-	json.Unmarshal(params, &p)
-	b.log.Debug("log message from server", "params", truncate(params, 1000))
-	level := slices.Index(logLevels, p.Level)
-	if level < 0 {
-		return
-	}
-	logger := b.name
-	if p.Logger != "" {
-		logger += "/" + p.Logger
-	}
-	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
-	note = note[:len(note)-1]
-	g.mu.Lock()
-	var to []*session
-	for s := range g.sessions {
-		s.mu.Lock()
-		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i <= level {
-			to = append(to, s)
-		}
-		s.mu.Unlock()
-	}
-	g.mu.Unlock()
-	for _, s := range to {
-		s.send(note)
-	}
-	// A modern client asks for log messages per request: they go on the
-	// stream of its request to this server, when there is exactly one.
-	var mine *related
-	b.mu.Lock()
-	m := b.mux
-	b.mu.Unlock()
-	if m != nil {
-		for _, r := range m.relatedCalls() {
-			if r.modern && r.logLevel != "" {
-				if mine != nil {
-					return // more than one: corral cannot tell whose it is
-				}
-				mine = r
-			}
-		}
-	}
-	if mine != nil && slices.Index(logLevels, mine.logLevel) <= level {
-		mine.send(note)
-	}
-}
-
-// subKey names a subscription to a server's resource.
-type subKey struct {
-	server, uri string // the server's own URI
-}
-
-// subscribe answers resources/subscribe. The server hears of the first
-// subscriber to a resource only; its updates go to every subscriber.
-func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, uri, err := g.subscription(ctx, "resources/subscribe", params)
-	if err != nil {
-		return nil, err
-	}
-	if !b.capabilities().flag("resources", "subscribe") {
-		return nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q, which serves %q, does not offer subscriptions", b.name, uri)}
-	}
-	g.mu.Lock()
-	subs := g.subs[key]
-	first := len(subs) == 0
-	if subs == nil {
-		subs = map[*session]string{}
-		g.subs[key] = subs
-	}
-	subs[s] = uri
-	g.mu.Unlock()
-	if !first {
-		return struct{}{}, nil
-	}
-	if b.isModern() {
-		b.resubscribe()
-		return struct{}{}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
-	defer cancel()
-	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
-		g.mu.Lock()
-		delete(g.subs[key], s)
-		g.mu.Unlock()
-		return nil, err
-	}
-	return struct{}{}, nil
-}
-
-// unsubscribe answers resources/unsubscribe; the server hears of the last
-// subscriber's going.
-func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, _, err := g.subscription(ctx, "resources/unsubscribe", params)
-	if err != nil {
-		return nil, err
-	}
-	if g.dropSubscriber(key, s) {
-		b.unsubscribe(ctx, key.uri)
-	}
-	return struct{}{}, nil
-}
-
-// subscription finds the backend and key of the URI in a subscription
-// request's params.
-func (g *Gateway) subscription(ctx context.Context, method string, params json.RawMessage) (*backend, subKey, string, error) {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	if json.Unmarshal(params, &p) != nil || p.URI == "" {
-		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
-	}
-	b, orig := g.resolveURI(ctx, p.URI)
-	if b == nil {
-		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, p.URI)}
-	}
-	return b, subKey{b.name, orig}, p.URI, nil
-}
-
-// dropSubscriber removes s from the subscribers of key and reports whether
-// it was the last.
-func (g *Gateway) dropSubscriber(key subKey, s *session) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	subs := g.subs[key]
-	if _, ok := subs[s]; !ok {
-		return false
-	}
-	delete(subs, s)
-	if len(subs) > 0 {
-		return false
-	}
-	delete(g.subs, key)
-	return true
-}
-
-// unsubscribeAll ends a session's subscriptions.
-func (g *Gateway) unsubscribeAll(s *session) {
-	g.mu.Lock()
-	var keys []subKey
-	for key, subs := range g.subs {
-		if _, ok := subs[s]; ok {
-			keys = append(keys, key)
-		}
-	}
-	g.mu.Unlock()
-	for _, key := range keys {
-		if !g.dropSubscriber(key, s) {
-			continue
-		}
-		for _, b := range g.backendList() {
-			if b.name == key.server {
-				go b.unsubscribe(context.Background(), key.uri)
-			}
-		}
-	}
-}
-
-// subscribedURIs returns the server's own URIs of the resources of server
-// that sessions subscribed to.
-func (g *Gateway) subscribedURIs(server string) []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	uris := []string{}
-	for key := range g.subs {
-		if key.server == server {
-			uris = append(uris, key.uri)
-		}
-	}
-	slices.Sort(uris)
-	return uris
-}
-
-// resourceUpdated passes a server's notifications/resources/updated to the
-// sessions subscribed to the resource, with the URI each of them used.
-func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	json.Unmarshal(params, &p)
-	g.mu.Lock()
-	subs := maps.Clone(g.subs[subKey{b.name, p.URI}])
-	g.mu.Unlock()
-	for s, uri := range subs {
-		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
-		s.send(note[:len(note)-1])
-	}
 }
 
 // backendReady brings a server that just became ready up to date with the

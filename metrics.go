@@ -129,9 +129,7 @@ func (g *Gateway) writeMetrics(w io.Writer, h *httpFrontEnd) {
 	for _, s := range snaps {
 		fmt.Fprintf(&b, "corral_in_flight{server=\"%s\"} %d\n", s.name, s.h.InFlight)
 	}
-	g.mu.Lock()
-	sessions := len(g.sessions)
-	g.mu.Unlock()
+	sessions := g.sessions.count()
 	family("corral_sessions", "gauge", "Open MCP sessions, over every front end.")
 	fmt.Fprintf(&b, "corral_sessions %d\n", sessions)
 	if h != nil {

@@ -185,9 +185,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		line, _ := encodeNotification(m.Method, setMeta(m.Params, "io.modelcontextprotocol/subscriptionId", subID))
 		send(line[:len(line)-1])
 	}
-	g.mu.Lock()
-	g.sessions[ls] = struct{}{}
-	g.mu.Unlock()
+	g.sessions.add(ls)
 	defer g.endSession(ls)
 	var honoured []string
 	for _, uri := range n.URIs {
@@ -420,11 +418,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 	start := time.Now()
 	var ex *exchange
 	if strings.HasPrefix(p.State, statePrefix) {
-		g.mu.Lock()
-		ex = g.parked[p.State]
-		delete(g.parked, p.State)
-		g.mu.Unlock()
-		if ex == nil {
+		if ex = g.parked.take(p.State); ex == nil {
 			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "requestState is unknown or expired; send the request again without it"})
 		}
 		ex.rel.setSend(rel.sendFn)
@@ -442,10 +436,10 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 		callCtx, cancel := context.WithTimeout(context.Background(), timeout)
 		stop := context.AfterFunc(g.cut, cancel)
 		ex.cancel = func() { stop(); cancel() }
-		go func() {
+		g.owned.goOrRun(func() {
 			defer close(ex.done)
 			ex.answer, ex.err = b.call(callCtx, msg.Method, params, rel)
-		}()
+		})
 	}
 	select {
 	case <-ex.done:
@@ -458,19 +452,8 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 		var tok [16]byte
 		rand.Read(tok[:])
 		state := statePrefix + hex.EncodeToString(tok[:])
-		g.mu.Lock()
-		g.parked[state] = ex
-		g.mu.Unlock()
 		// Forget an exchange the client never comes back to.
-		time.AfterFunc(timeout, func() {
-			g.mu.Lock()
-			_, still := g.parked[state]
-			delete(g.parked, state)
-			g.mu.Unlock()
-			if still {
-				ex.cancel()
-			}
-		})
+		g.parked.park(state, ex, timeout)
 		params := o.params
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{}`) // an input request's params are an object

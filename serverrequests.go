@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Server-to-client requests: a server's sampling, elicitation and roots
+// requests go to the session whose call the server is serving, under an ID
+// of the session's, and the client's answer goes back under the server's
+// ID. A request waits in two places until it is settled: with its server
+// (mux.ask, bounded by maxServerRequests) and in its session's outbound
+// queue (session.enqueue, bounded by maxServerRequestsPerSession). A modern
+// client is asked with an input_required result instead, and the call it
+// interrupted waits, parked, for the client to send the request again.
+
+// outbound is a server's request passed on to a client. The client's
+// answer goes to the server, under the server's ID, or to reply.
+type outbound struct {
+	m     *mux
+	id    json.RawMessage // the server's ID for it
+	reply chan *wireMsg   // if not nil, receives the answer instead (buffered)
+
+	method string // the request, for a modern client's input_required
+	params json.RawMessage
+
+	// A request passed to a legacy client waits in its session, under the
+	// session's ID for it, until it is settled (see settleAsked).
+	s     *session
+	out   int64
+	rel   *related    // the client's call the server asked about
+	timer *time.Timer // settles it at requestTimeout
+}
+
+// deliver passes the client's answer on.
+func (o *outbound) deliver(a *wireMsg) {
+	if o.reply != nil {
+		o.reply <- a
+		return
+	}
+	if a.Error != nil {
+		o.m.answer(o.id, errorReply(o.id, a.Error))
+		return
+	}
+	o.m.answer(o.id, resultReply(o.id, a.Result))
+}
+
+// release settles o with its server, if it was recorded there, and stops
+// its timer. It reports whether this call settled it: only that caller
+// answers the server.
+func (o *outbound) release() bool {
+	if o.m != nil && o.s != nil && !o.m.settle(o) {
+		return false
+	}
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	return true
+}
+
+// serverRequest passes a request a server sent to its client (sampling,
+// elicitation, roots) to the one session with requests in flight to that
+// server, on the stream of its latest such request, under an ID of the
+// session's own. The server gets an error instead when no session, or more
+// than one, has requests in flight to it (corral cannot tell whom it asks),
+// when that session's client did not declare the capability the request
+// needs, or when maxServerRequests of the server's, or
+// maxServerRequestsPerSession of the session's, wait for an answer. Called
+// on the mux's reading goroutine; it does not block, and logs at most a few
+// lines a second (mux.warn).
+func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	fail := func(code int, format string, args ...any) {
+		why := fmt.Sprintf(format, args...)
+		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
+		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
+	}
+	capability, known := map[string]string{
+		"sampling/createMessage": "sampling",
+		"elicitation/create":     "elicitation",
+		"roots/list":             "roots",
+	}[msg.Method]
+	if !known {
+		fail(codeMethodNotFound, "corral does not pass %s from servers to clients", msg.Method)
+		return
+	}
+	var rel *related
+	sessions := 0
+	for _, r := range m.relatedCalls() {
+		if rel == nil || r.s != rel.s {
+			sessions++
+		}
+		rel = r // the latest of the last session
+	}
+	switch {
+	case sessions == 0:
+		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and no client request is in flight to server %q", msg.Method, b.name)
+		return
+	case sessions > 1:
+		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
+		return
+	}
+	if rel.caps[capability] == nil {
+		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
+		return
+	}
+	if rel.modern {
+		// A modern client is asked with an input_required result.
+		select {
+		case rel.inputs <- &outbound{m: m, id: msg.ID, method: msg.Method, params: msg.Params}:
+		default:
+			fail(codeUnavailable, "%d requests of server %q wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", cap(rel.inputs), b.name)
+		}
+		return
+	}
+	// The params are not kept: they are in the line sent to the client, and
+	// would keep the whole line the server wrote alive.
+	o := &outbound{m: m, id: msg.ID, s: rel.s, rel: rel}
+	if werr := g.askSession(b, o); werr != nil {
+		fail(werr.Code, "%s", werr.Message)
+		return
+	}
+	line, _ := encodeRequest(o.out, msg.Method, msg.Params)
+	rel.send(line[:len(line)-1])
+}
+
+// askSession records o, a request of server b's for o.s's client, with its
+// server and in its session, under a new ID of the session's, until it is
+// settled: answered, cancelled, timed out (requestTimeout) or its session
+// ended. It fails when maxServerRequests of the server's or
+// maxServerRequestsPerSession of the session's already wait.
+func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
+	cfg := g.config()
+	timeout := cfg.requestTimeout(b.cfg)
+	// Armed once o is recorded: o.timer is set before anyone else sees o.
+	// The timer's goroutine, if it fires, only settles o; every other way
+	// of settling o stops the timer (release), and a session's end settles
+	// every request waiting in it.
+	o.timer = time.AfterFunc(math.MaxInt64, func() {
+		g.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
+	})
+	if werr := o.m.ask(o, cfg.MaxServerRequests); werr != nil {
+		o.timer.Stop()
+		return werr
+	}
+	if werr := o.s.enqueue(o, cfg.MaxServerRequestsPerSession); werr != nil {
+		o.release()
+		return werr
+	}
+	o.timer.Reset(timeout) // if o was settled meanwhile, the timer finds it so
+	return nil
+}
+
+// settleAsked ends o, a request of a server's waiting for a session's
+// answer, if it still waits: the client is told it is cancelled (with
+// reason), and the server gets werr, unless werr is nil (the server
+// cancelled it itself).
+func (g *Gateway) settleAsked(o *outbound, werr *wireError, reason string) {
+	if !o.release() {
+		return
+	}
+	ended := o.s.forget(o)
+	if werr != nil {
+		o.m.answer(o.id, errorReply(o.id, werr))
+	}
+	if ended {
+		return // no one to tell
+	}
+	params, _ := json.Marshal(struct {
+		RequestID int64  `json:"requestId"`
+		Reason    string `json:"reason"`
+	}{o.out, reason})
+	note, _ := encodeNotification("notifications/cancelled", params)
+	o.rel.send(note[:len(note)-1])
+}
+
+// serverCancelled serves a server's notifications/cancelled for one of its
+// requests waiting for a client: the client is told, and corral forgets it.
+func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, p.RequestID) != nil {
+		return
+	}
+	if o := m.askedAs(c.Bytes()); o != nil {
+		g.settleAsked(o, nil, "cancelled by the server")
+	}
+}
+
+// cancelAsked ends the requests of a server still waiting for the answers
+// of a client whose call rel they were about, now that the call was
+// cancelled or timed out: the server was told to stop serving it.
+func (g *Gateway) cancelAsked(rel *related) {
+	for _, o := range rel.s.about(rel) {
+		g.settleAsked(o, &wireError{Code: codeInternalError, Message: "the client's request that this request was about was cancelled"}, "the request it was about was cancelled")
+	}
+}
+
+// clientAnswer passes a client's answer to a server's request back to that
+// server, under the server's own ID.
+func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	o := s.take(id)
+	if err != nil || o == nil {
+		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
+		return
+	}
+	if o.release() {
+		o.deliver(msg)
+	}
+}
+
+// parkedExchanges are modern clients' calls waiting for the client to send
+// the request again with its input, by requestState. Each is forgotten, and
+// its call cancelled, when the client has not come back within the call's
+// timeout. Its methods are safe for concurrent use.
+//
+// Lock order: mu is a leaf: no other lock is taken while it is held.
+type parkedExchanges struct {
+	mu      sync.Mutex
+	byState map[string]*parkedExchange
+	closed  bool
+}
+
+// parkedExchange is an exchange waiting for its client, and the timer that
+// forgets it.
+type parkedExchange struct {
+	ex    *exchange
+	timer *time.Timer
+}
+
+func newParkedExchanges() *parkedExchanges {
+	return &parkedExchanges{byState: map[string]*parkedExchange{}}
+}
+
+// park keeps ex under state until take(state), or until timeout, when it
+// is forgotten and its call cancelled. Once stop was called, ex is
+// cancelled at once: the client's coming back finds nothing.
+func (p *parkedExchanges) park(state string, ex *exchange, timeout time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		ex.cancel()
+		return
+	}
+	pe := &parkedExchange{ex: ex}
+	// The timer's goroutine is stopped, or finds the exchange gone, by
+	// take and stop.
+	pe.timer = time.AfterFunc(timeout, func() {
+		if p.take(state) != nil {
+			ex.cancel()
+		}
+	})
+	p.byState[state] = pe
+}
+
+// take returns the exchange parked under state and forgets it, or nil.
+func (p *parkedExchanges) take(state string) *exchange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pe := p.byState[state]
+	if pe == nil {
+		return nil
+	}
+	delete(p.byState, state)
+	pe.timer.Stop()
+	return pe.ex
+}
+
+// stop forgets every parked exchange and cancels its call, and makes park
+// cancel those parked later. Gateway.Stop calls it, so that the calls'
+// goroutines end and can be joined. It may be called twice.
+func (p *parkedExchanges) stop() {
+	p.mu.Lock()
+	all := p.byState
+	p.byState = map[string]*parkedExchange{}
+	p.closed = true
+	p.mu.Unlock()
+	for _, pe := range all {
+		pe.timer.Stop()
+		pe.ex.cancel()
+	}
+}

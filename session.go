@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// session is one client's conversation with the gateway, over whatever front
+// end: its calls in flight, the servers' requests waiting for its answers
+// (its outbound queue) and the log level it asked for. Its methods are safe
+// for concurrent use.
+//
+// Lock order: a session's mu is taken under sessionSet.mu and under the
+// HTTP front end's mu (httpFrontEnd.expireIdle), never the other way round,
+// and is held only to read or change the session's fields: no other lock
+// is taken while it is held.
+type session struct {
+	// notify sends a message the client did not ask for (a list_changed
+	// notification). It must not block. If nil, such messages are dropped.
+	notify func(msg []byte)
+
+	mu              sync.Mutex
+	initialized     bool // initialize was answered: notifications may follow
+	protocolVersion string
+	clientCaps      capabilities                  // what the client declared in initialize
+	logLevel        string                        // set by logging/setLevel; "" if never
+	inflight        map[string]context.CancelFunc // by the client's raw request ID
+	cancelled       map[string]bool               // requests the client cancelled
+	nextOut         int64                         // the last ID of a request corral sent the client
+	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
+	ended           bool                          // endSession was called: nothing more is sent
+}
+
+// makeSession returns a session that sends what the client did not ask for
+// to notify (see session.notify). It is registered nowhere.
+func makeSession(notify func([]byte)) *session {
+	return &session{notify: notify, inflight: map[string]context.CancelFunc{},
+		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
+}
+
+// send passes a message the client did not ask for to notify, if any. It
+// does not block.
+func (s *session) send(msg []byte) {
+	if s.notify != nil {
+		s.notify(msg)
+	}
+}
+
+// wasCancelled reports whether the client cancelled its request key.
+func (s *session) wasCancelled(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled[key]
+}
+
+// cancelRequest cancels the client's request key, if it is in flight, and
+// remembers that the client cancelled it: it wants no answer.
+func (s *session) cancelRequest(key string) {
+	s.mu.Lock()
+	cancel := s.inflight[key]
+	if cancel != nil {
+		s.cancelled[key] = true
+	}
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// enqueue records o, a server's request for the client, in the session's
+// outbound queue under a new ID of the session's (set in o.out). It fails
+// when the session has ended or max requests already wait.
+func (s *session) enqueue(o *outbound, max int) *wireError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+	}
+	if n := len(s.outbound); n >= max {
+		return unavailable("%d requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", n)
+	}
+	s.nextOut++
+	o.out = s.nextOut
+	s.outbound[o.out] = o
+	return nil
+}
+
+// take removes and returns the request waiting under the session's ID id,
+// or nil.
+func (s *session) take(id int64) *outbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.outbound[id]
+	delete(s.outbound, id)
+	return o
+}
+
+// forget removes o from the requests waiting for the session's answers,
+// and reports whether the session has ended.
+func (s *session) forget(o *outbound) (ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.outbound[o.out] == o {
+		delete(s.outbound, o.out)
+	}
+	return s.ended
+}
+
+// about returns the requests waiting for the session's answers that are
+// about the client's call rel.
+func (s *session) about(rel *related) []*outbound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*outbound
+	for _, o := range s.outbound {
+		if o.rel == rel {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// waiting returns the number of requests of servers waiting for the
+// session's answers.
+func (s *session) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.outbound)
+}
+
+// end marks the session ended and cancels its calls in flight. It returns
+// the requests of servers still waiting for its answers (its queue is then
+// empty) and the log level it had asked for. Calling it twice returns no
+// requests the second time.
+func (s *session) end() (waiting map[int64]*outbound, level string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for _, cancel := range s.inflight {
+		cancel()
+	}
+	waiting = s.outbound
+	s.outbound = map[int64]*outbound{}
+	return waiting, s.logLevel
+}
+
+// sessionSet is the sessions that hear of changes: catalog changes,
+// servers' log messages, resource updates (through subscriptions). Its
+// methods are safe for concurrent use.
+//
+// Lock order: sessionSet.mu, then a session's mu.
+type sessionSet struct {
+	mu     sync.Mutex
+	all    map[*session]struct{}
+	closed bool // the gateway is stopping: no session hears of catalog changes
+}
+
+func newSessionSet() *sessionSet {
+	return &sessionSet{all: map[*session]struct{}{}}
+}
+
+// add registers s.
+func (ss *sessionSet) add(s *session) {
+	ss.mu.Lock()
+	ss.all[s] = struct{}{}
+	ss.mu.Unlock()
+}
+
+// remove forgets s. It may be called twice.
+func (ss *sessionSet) remove(s *session) {
+	ss.mu.Lock()
+	delete(ss.all, s)
+	ss.mu.Unlock()
+}
+
+// close makes initialized return no session from now on. It may be called
+// twice.
+func (ss *sessionSet) close() {
+	ss.mu.Lock()
+	ss.closed = true
+	ss.mu.Unlock()
+}
+
+// count returns the number of sessions.
+func (ss *sessionSet) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.all)
+}
+
+// initialized returns the sessions whose initialize was answered, or none
+// once the set is closed.
+func (ss *sessionSet) initialized() []*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var out []*session
+	if ss.closed {
+		return out
+	}
+	for s := range ss.all {
+		s.mu.Lock()
+		if s.initialized {
+			out = append(out, s)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// logging returns the sessions that asked for log messages of level (an
+// index in logLevels).
+func (ss *sessionSet) logging(level int) []*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var to []*session
+	for s := range ss.all {
+		s.mu.Lock()
+		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i <= level {
+			to = append(to, s)
+		}
+		s.mu.Unlock()
+	}
+	return to
+}
+
+// wantedLogLevel returns the most verbose level a session asked for, or "".
+func (ss *sessionSet) wantedLogLevel() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	best := len(logLevels)
+	for s := range ss.all {
+		s.mu.Lock()
+		if i := slices.Index(logLevels, s.logLevel); i >= 0 && i < best {
+			best = i
+		}
+		s.mu.Unlock()
+	}
+	if best == len(logLevels) {
+		return ""
+	}
+	return logLevels[best]
+}
+
+// newSession registers a session so that it hears of catalog changes.
+func (g *Gateway) newSession(notify func([]byte)) *session {
+	s := makeSession(notify)
+	g.sessions.add(s)
+	return s
+}
+
+// detachedSession returns a session for one modern request: it hears of
+// nothing else.
+func (g *Gateway) detachedSession() *session {
+	return makeSession(nil)
+}
+
+// endSession cancels the session's calls in flight, answers the servers'
+// requests it never answered, ends its subscriptions, and forgets it.
+func (g *Gateway) endSession(s *session) {
+	g.sessions.remove(s)
+	out, level := s.end()
+	for _, o := range out {
+		if o.release() {
+			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
+		}
+	}
+	g.unsubscribeAll(s)
+	if level != "" {
+		g.applyLogLevel()
+	}
+}
+
+// initialize answers a client's initialize with the version it asked for when
+// corral speaks it, and corral's newest otherwise, as the specification says.
+// The capabilities are those the servers offer, so it waits, until ctx ends,
+// for servers still in their first start.
+func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	var p struct {
+		ProtocolVersion string       `json:"protocolVersion"`
+		Capabilities    capabilities `json:"capabilities"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
+		return nil, &wireError{Code: codeInvalidParams, Message: "initialize: params must be an object with a protocolVersion"}
+	}
+	v := p.ProtocolVersion
+	if !supportedVersion(v) {
+		v = protocolVersions[0]
+	}
+	s.mu.Lock()
+	s.protocolVersion, s.clientCaps = v, p.Capabilities
+	s.mu.Unlock()
+	g.waitFirstStarts(ctx)
+	caps := g.capabilities()
+	s.mu.Lock()
+	s.initialized = true
+	s.mu.Unlock()
+	res := map[string]any{
+		"protocolVersion": v,
+		"capabilities":    caps,
+		"serverInfo":      map[string]string{"name": "corral", "version": version},
+	}
+	if in := g.instructions(); in != "" {
+		res["instructions"] = in
+	}
+	return res, nil
+}
+
+func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
+
+// logLevels are the levels of notifications/message, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLogLevel answers logging/setLevel: the session receives the servers'
+// log messages at that level and above, and the servers are asked for the
+// most verbose level any session wants.
+func (g *Gateway) setLogLevel(s *session, params json.RawMessage) (any, error) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	json.Unmarshal(params, &p)
+	if !slices.Contains(logLevels, p.Level) {
+		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("logging/setLevel: unknown level %q; want one of %s", p.Level, strings.Join(logLevels, ", "))}
+	}
+	s.mu.Lock()
+	s.logLevel = p.Level
+	s.mu.Unlock()
+	g.applyLogLevel()
+	return struct{}{}, nil
+}
+
+// applyLogLevel asks every server that logs for the most verbose level any
+// session wants, if it changed.
+func (g *Gateway) applyLogLevel() {
+	level := g.wantedLogLevel()
+	for _, b := range g.backendList() {
+		b.setLogLevel(level)
+	}
+}
+
+// wantedLogLevel returns the most verbose level a session asked for, or "".
+func (g *Gateway) wantedLogLevel() string { return g.sessions.wantedLogLevel() }
+
+// serverLog passes a server's log message to the sessions that asked for
+// messages of its level, and to the one modern request in flight to the
+// server that asked for them, with the server's name in its logger:
+// "server", or "server/logger" when the server named a logger.
+func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
+	var p struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+	}
+	json.Unmarshal(params, &p)
+	b.log.Debug("log message from server", "params", truncate(params, 1000))
+	level := slices.Index(logLevels, p.Level)
+	if level < 0 {
+		return
+	}
+	logger := b.name
+	if p.Logger != "" {
+		logger += "/" + p.Logger
+	}
+	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
+	note = note[:len(note)-1]
+	for _, s := range g.sessions.logging(level) {
+		s.send(note)
+	}
+	// A modern client asks for log messages per request: they go on the
+	// stream of its request to this server, when there is exactly one.
+	if mine := modernLogger(b); mine != nil && slices.Index(logLevels, mine.logLevel) <= level {
+		mine.send(note)
+	}
+}
+
+// modernLogger returns the one modern client's request in flight to b
+// that asked for log messages, or nil if there is none or more than one
+// (corral cannot tell whose a message is).
+func modernLogger(b *backend) *related {
+	var mine *related
+	b.mu.Lock()
+	m := b.mux
+	b.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	for _, r := range m.relatedCalls() {
+		if r.modern && r.logLevel != "" {
+			if mine != nil {
+				return nil
+			}
+			mine = r
+		}
+	}
+	return mine
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// subKey names a subscription to a server's resource.
+type subKey struct {
+	server, uri string // the server's own URI
+}
+
+// subscriptions are the sessions subscribed to each server's resources,
+// with the URI each used. Its methods are safe for concurrent use.
+//
+// Lock order: mu is a leaf: no other lock is taken while it is held.
+type subscriptions struct {
+	mu    sync.Mutex
+	byKey map[subKey]map[*session]string
+}
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{byKey: map[subKey]map[*session]string{}}
+}
+
+// add subscribes s to key under uri, and reports whether s is the first
+// subscriber.
+func (t *subscriptions) add(key subKey, s *session, uri string) (first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := t.byKey[key]
+	first = len(subs) == 0
+	if subs == nil {
+		subs = map[*session]string{}
+		t.byKey[key] = subs
+	}
+	subs[s] = uri
+	return first
+}
+
+// undo takes back an add whose subscription the server refused. The key
+// stays known, with the other subscribers it may have.
+func (t *subscriptions) undo(key subKey, s *session) {
+	t.mu.Lock()
+	delete(t.byKey[key], s)
+	t.mu.Unlock()
+}
+
+// drop removes s from the subscribers of key and reports whether it was
+// the last.
+func (t *subscriptions) drop(key subKey, s *session) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := t.byKey[key]
+	if _, ok := subs[s]; !ok {
+		return false
+	}
+	delete(subs, s)
+	if len(subs) > 0 {
+		return false
+	}
+	delete(t.byKey, key)
+	return true
+}
+
+// keysOf returns the keys s is subscribed to.
+func (t *subscriptions) keysOf(s *session) []subKey {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var keys []subKey
+	for key, subs := range t.byKey {
+		if _, ok := subs[s]; ok {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// uris returns the server's own URIs of the resources of server that
+// sessions subscribed to, sorted.
+func (t *subscriptions) uris(server string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	uris := []string{}
+	for key := range t.byKey {
+		if key.server == server {
+			uris = append(uris, key.uri)
+		}
+	}
+	slices.Sort(uris)
+	return uris
+}
+
+// subscribers returns a copy of the subscribers of key, with the URI each
+// used.
+func (t *subscriptions) subscribers(key subKey) map[*session]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.byKey[key])
+}
+
+// subscribe answers resources/subscribe. The server hears of the first
+// subscriber to a resource only; its updates go to every subscriber.
+func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, uri, err := g.subscription(ctx, "resources/subscribe", params)
+	if err != nil {
+		return nil, err
+	}
+	if !b.capabilities().flag("resources", "subscribe") {
+		return nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q, which serves %q, does not offer subscriptions", b.name, uri)}
+	}
+	if !g.subs.add(key, s, uri) {
+		return struct{}{}, nil
+	}
+	if b.isModern() {
+		b.resubscribe()
+		return struct{}{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	defer cancel()
+	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
+		g.subs.undo(key, s)
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// unsubscribe answers resources/unsubscribe; the server hears of the last
+// subscriber's going.
+func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, _, err := g.subscription(ctx, "resources/unsubscribe", params)
+	if err != nil {
+		return nil, err
+	}
+	if g.subs.drop(key, s) {
+		b.unsubscribe(ctx, key.uri)
+	}
+	return struct{}{}, nil
+}
+
+// subscription finds the backend and key of the URI in a subscription
+// request's params.
+func (g *Gateway) subscription(ctx context.Context, method string, params json.RawMessage) (*backend, subKey, string, error) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.URI == "" {
+		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
+	}
+	b, orig := g.resolveURI(ctx, p.URI)
+	if b == nil {
+		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, p.URI)}
+	}
+	return b, subKey{b.name, orig}, p.URI, nil
+}
+
+// unsubscribeAll ends a session's subscriptions. The servers hear of it
+// on goroutines of the gateway's (g.owned), so it does not block, unless
+// the gateway has stopped: then the (stopped) servers are told at once.
+func (g *Gateway) unsubscribeAll(s *session) {
+	for _, key := range g.subs.keysOf(s) {
+		if !g.subs.drop(key, s) {
+			continue
+		}
+		for _, b := range g.backendList() {
+			if b.name == key.server {
+				g.owned.goOrRun(func() { b.unsubscribe(context.Background(), key.uri) })
+			}
+		}
+	}
+}
+
+// subscribedURIs returns the server's own URIs of the resources of server
+// that sessions subscribed to.
+func (g *Gateway) subscribedURIs(server string) []string {
+	return g.subs.uris(server)
+}
+
+// resourceUpdated passes a server's notifications/resources/updated to the
+// sessions subscribed to the resource, with the URI each of them used.
+func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	json.Unmarshal(params, &p)
+	for s, uri := range g.subs.subscribers(subKey{b.name, p.URI}) {
+		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
+		s.send(note[:len(note)-1])
+	}
+}
