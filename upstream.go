@@ -17,6 +17,16 @@ import (
 // protocolVersions are the MCP versions corral speaks, newest first.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
+// clientCapabilities are the capabilities corral declares to a legacy
+// server: those its clients may have. A request that needs one goes to the
+// client whose call the server is serving, if that client declared it
+// (Gateway.serverRequest).
+var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
+
+// probeTimeout bounds the wait for the answer to server/discover; a legacy
+// server may not answer a request before initialize at all.
+const probeTimeout = 3 * time.Second
+
 // upstreamHooks are how an upstream client reports to the backend that owns
 // it. Each is called with no lock of the upstream held, and must not be nil.
 type upstreamHooks struct {
@@ -65,16 +75,6 @@ type upstream struct {
 func newUpstream(gcfg *Config, cfg *ServerConfig, log *slog.Logger, relistenDelay time.Duration, hooks upstreamHooks) *upstream {
 	return &upstream{server: cfg.Name(), gcfg: gcfg, cfg: cfg, log: log, relistenDelay: relistenDelay, hooks: hooks}
 }
-
-// clientCapabilities are the capabilities corral declares to a legacy
-// server: those its clients may have. A request that needs one goes to the
-// client whose call the server is serving, if that client declared it
-// (Gateway.serverRequest).
-var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
-
-// probeTimeout bounds the wait for the answer to server/discover; a legacy
-// server may not answer a request before initialize at all.
-const probeTimeout = 3 * time.Second
 
 // handshake learns over m which era the server speaks and what it offers,
 // and lists what it offers, within StartTimeout. A server is asked
