@@ -13,12 +13,12 @@ import (
 // items named in lists (tools and prompts by name, resources by URI,
 // templates by URI template), as a stand-in for a started server.
 func listedBackend(name, prefix string, lists map[kind][]string) *backend {
-	b := &backend{name: name, cfg: &ServerConfig{Prefix: prefix, name: name}, caps: capabilities{}}
+	b := &backend{name: name, cfg: &ServerConfig{Prefix: prefix, name: name}, up: &upstream{caps: capabilities{}}}
 	for k, names := range lists {
-		b.caps[kinds[k].capability] = json.RawMessage("{}")
+		b.up.caps[kinds[k].capability] = json.RawMessage("{}")
 		for _, n := range names {
 			raw, _ := json.Marshal(map[string]string{kinds[k].key: n, "description": "of " + name})
-			b.lists[k] = append(b.lists[k], backendItem{name: n, raw: raw})
+			b.up.lists[k] = append(b.up.lists[k], backendItem{name: n, raw: raw})
 		}
 	}
 	return b
@@ -178,7 +178,7 @@ func catalogOf(tb testing.TB, n, size int) (*Gateway, int) {
 	}
 	b := listedBackend("big", "", map[kind][]string{kindTool: names})
 	total := 0
-	for _, it := range b.lists[kindTool] {
+	for _, it := range b.up.lists[kindTool] {
 		total += len(it.raw)
 	}
 	cfg := &Config{}

@@ -77,6 +77,9 @@ type Gateway struct {
 
 const defaultPageSize = 1000
 
+// The gateway is what its backends report to.
+var _ backendEvents = (*Gateway)(nil)
+
 // NewGateway returns a gateway for cfg. Its backends are not started. The
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
@@ -86,7 +89,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(g, cfg, s))
+		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, cfg, s))
 	}
 	return g
 }
@@ -156,7 +159,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
-		nb := newBackend(g, cfg, s)
+		nb := newBackend(g, g.log, g.instance, g.reaper, cfg, s)
 		next = append(next, nb)
 		starting = append(starting, nb)
 		if b != nil {

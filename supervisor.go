@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -30,11 +27,32 @@ const (
 	stateStopped  backendState = "stopped"  // stopped by corral; calls fail at once
 )
 
-// protocolVersions are the MCP versions corral speaks, newest first.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+// backendEvents is what a backend tells the gateway above it, and the one
+// thing it asks of it. Gateway implements it. Its methods are called with no
+// lock of the backend held.
+type backendEvents interface {
+	// backendChanged is called whenever the backend's state or lists change.
+	backendChanged()
+	// backendReady is called, on a goroutine of its own that the run joins,
+	// when a run of the server over m became ready.
+	backendReady(b *backend, m *mux)
+	// serverRequest serves a request of the server to a client, on m's
+	// reading goroutine; it must not block.
+	serverRequest(b *backend, m *mux, msg *wireMsg)
+	// serverLog, resourceUpdated and serverCancelled pass on the server's
+	// notifications/message, notifications/resources/updated and
+	// notifications/cancelled, on m's reading goroutine.
+	serverLog(b *backend, params json.RawMessage)
+	resourceUpdated(b *backend, params json.RawMessage)
+	serverCancelled(m *mux, params json.RawMessage)
+	// subscribedURIs returns the server's own URIs of the resources of
+	// server that sessions subscribed to.
+	subscribedURIs(server string) []string
+}
 
 // backend runs one configured server, restarts it when it exits, and serves
-// calls to it. Its methods are safe for concurrent use.
+// calls to it. Being the server's MCP client, over each run, is its
+// upstream's part (upstream.go). Its methods are safe for concurrent use.
 type backend struct {
 	name     string
 	cfg      *ServerConfig
@@ -43,7 +61,7 @@ type backend struct {
 	instance string        // corral's marker, put in the server's environment
 	reaper   *orphanReaper // nil unless corral is a child subreaper
 	log      *slog.Logger
-	onChange func() // called, with no lock held, when its state or tools change
+	up       *upstream // the server's MCP client; what it learned outlives each run
 
 	// startMu is held from the check that the backend is not stopping until
 	// the new process is recorded, so that stop either prevents a start or
@@ -58,15 +76,11 @@ type backend struct {
 	proc         *process
 	remote       *remoteConn // for a remote server, instead of proc
 	mux          *mux
-	lists        [numKinds][]backendItem // the last lists the server gave; kept after it exits
-	caps         capabilities            // what the server declared in its last handshake
-	logLevel     string                  // the level last asked of the running process
-	era          string                  // "modern" or "legacy" after a handshake succeeded; "" to probe
-	relisten     context.CancelFunc      // ends a modern server's listen request, to send it again
-	instructions string                  // what the server told clients in its handshake
-	lastErr      string                  // why it is not ready, for errors and /healthz
-	lastExit     string                  // how its last process ended
-	restarts     int                     // processes started after the first
+	logLevel     string // the level last asked of the running process
+	instructions string // what the server told clients in its handshake
+	lastErr      string // why it is not ready, for errors and /healthz
+	lastExit     string // how its last process ended
+	restarts     int    // processes started after the first
 	readyAt      time.Time
 	retryAt      time.Time     // when a failed backend is tried again
 	firstDone    chan struct{} // closed when the first start has succeeded or failed
@@ -74,32 +88,41 @@ type backend struct {
 
 	metrics callMetrics
 
-	stale [numKinds]atomic.Bool // lists the server said changed, not yet listed again
-	gw    *Gateway
+	// gw is the gateway above, as far as the backend reaches it.
+	gw backendEvents
 
 	stopCh chan struct{} // closed when stop begins: ends a backoff wait
 	hurry  chan struct{} // closed to make a stop skip its waits
-	wg     sync.WaitGroup
+	// wg joins every goroutine of the backend: its life (run, and through
+	// it each run's goroutines) and each logging/setLevel it sends.
+	wg sync.WaitGroup
 }
 
-func newBackend(g *Gateway, gcfg *Config, cfg *ServerConfig) *backend {
-	log, onChange := g.log, g.backendChanged
-	return &backend{
+// newBackend returns the backend of server cfg of config gcfg, not started.
+// It reports to events, logs to log, marks its processes with instance, and
+// tells reaper, if not nil, of them.
+func newBackend(events backendEvents, log *slog.Logger, instance string, reaper *orphanReaper, gcfg *Config, cfg *ServerConfig) *backend {
+	b := &backend{
 		name:      cfg.Name(),
 		cfg:       cfg,
 		gcfg:      gcfg,
 		sup:       gcfg.supervision(cfg),
-		instance:  g.instance,
-		reaper:    g.reaper,
+		instance:  instance,
+		reaper:    reaper,
 		log:       log.With("server", cfg.Name()),
-		onChange:  onChange,
 		state:     stateStarting,
 		changed:   make(chan struct{}),
 		firstDone: make(chan struct{}),
 		stopCh:    make(chan struct{}),
-		gw:        g,
+		gw:        events,
 		hurry:     make(chan struct{}),
 	}
+	b.up = newUpstream(gcfg, cfg, b.log, b.sup.RestartDelay.D(), upstreamHooks{
+		listed:     events.backendChanged,
+		told:       b.setInstructions,
+		subscribed: func() []string { return events.subscribedURIs(b.name) },
+	})
+	return b
 }
 
 // start starts the server in the background and returns at once.
@@ -341,11 +364,7 @@ func (b *backend) pingLoop(stop func(), m *mux) {
 		}
 		before := m.lastRead.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), b.sup.PingTimeout.D())
-		method := "ping" // gone in the modern era, where discovery is as cheap
-		if m.modern.Load() {
-			method = "server/discover"
-		}
-		_, err := m.Call(ctx, method, nil)
+		err := b.up.ping(ctx, m)
 		cancel()
 		switch {
 		case err == nil, m.lastRead.Load() != before:
@@ -508,276 +527,23 @@ func (b *backend) processSpec() processSpec {
 	}
 }
 
-// clientCapabilities are the capabilities corral declares to a legacy
-// server: those its clients may have. A request that needs one goes to the
-// client whose call the server is serving, if that client declared it
-// (Gateway.serverRequest).
-var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
+// handshake completes the MCP handshake over m, the mux of a run, within
+// StartTimeout: the upstream's part (upstream.handshake).
+func (b *backend) handshake(m *mux) error { return b.up.handshake(m) }
 
-// probeTimeout bounds the wait for the answer to server/discover; a legacy
-// server may not answer a request before initialize at all.
-const probeTimeout = 3 * time.Second
-
-// handshake learns which era the server speaks and what it offers, and
-// lists what it offers, within StartTimeout. A server is asked
-// server/discover first: a result that names the modern version, or the
-// modern error for an unsupported version, means a modern server; any other
-// error, or no answer, a legacy one, which is initialized. The era found is
-// kept for the server's next starts, and probed again after a failure.
-func (b *backend) handshake(m *mux) error {
-	timeout := b.gcfg.StartTimeout.D()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+// setInstructions keeps what the server told clients in its handshake, for
+// the gateway (Gateway.instructions).
+func (b *backend) setInstructions(text string) {
 	b.mu.Lock()
-	era := b.era
-	b.era = "" // until this handshake succeeds
+	b.instructions = text
 	b.mu.Unlock()
-	var caps capabilities
-	if era != "legacy" {
-		var ok bool
-		if caps, ok = b.discover(ctx, m, era == "modern"); ok {
-			era = "modern"
-		}
-	}
-	if era != "modern" {
-		var err error
-		if caps, err = b.initialize(ctx, m); err != nil {
-			return err
-		}
-		era = "legacy"
-	}
-	var lists [numKinds][]backendItem
-	bound := b.newCatalogBound()
-	for k := range numKinds {
-		if !caps.has(k) {
-			continue
-		}
-		var err error
-		if lists[k], err = listItems(ctx, m, k, bound); err != nil {
-			return startError(kinds[k].list, timeout, err)
-		}
-	}
-	b.mu.Lock()
-	b.lists, b.caps, b.era = lists, caps, era
-	b.mu.Unlock()
-	// The catalog has the server's names before the server is ready, so
-	// that a request that sees it ready finds them.
-	b.onChange()
-	return nil
 }
 
-// discover asks the server server/discover and reports whether it speaks
-// the modern era, with its capabilities if so. known says the server spoke
-// it last time: then it waits as long as ctx allows.
-func (b *backend) discover(ctx context.Context, m *mux, known bool) (capabilities, bool) {
-	if !known {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, probeTimeout)
-		defer cancel()
-	}
-	a, err := m.Call(ctx, "server/discover", modernParams(nil, nil))
-	if err != nil {
-		b.log.Debug("server/discover: no answer; trying initialize", "err", err)
-		return nil, false
-	}
-	if a.Error != nil {
-		if a.Error.Code == codeUnsupportedVersion {
-			b.log.Warn("the server speaks a modern protocol version corral does not; trying initialize", "err", a.Error.Message)
-		} else {
-			b.log.Debug("server/discover answered an error; trying initialize", "code", a.Error.Code)
-		}
-		return nil, false
-	}
-	var res struct {
-		SupportedVersions []string     `json:"supportedVersions"`
-		Capabilities      capabilities `json:"capabilities"`
-		Instructions      string       `json:"instructions"`
-		Meta              map[string]struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"_meta"`
-	}
-	if json.Unmarshal(a.Result, &res) != nil || !slices.Contains(res.SupportedVersions, modernVersion) {
-		b.log.Debug("server/discover answered no modern version; trying initialize", "result", truncate(a.Result, 200))
-		return nil, false
-	}
-	m.modern.Store(true)
-	b.mu.Lock()
-	b.instructions = res.Instructions
-	b.mu.Unlock()
-	info := res.Meta[metaServerInfo]
-	b.log.Info("discovered", "serverName", info.Name, "serverVersion", info.Version, "protocolVersion", modernVersion)
-	if res.Capabilities == nil {
-		res.Capabilities = capabilities{}
-	}
-	return res.Capabilities, true
-}
-
-// initialize completes the legacy handshake and returns the server's
-// capabilities.
-func (b *backend) initialize(ctx context.Context, m *mux) (capabilities, error) {
-	timeout := b.gcfg.StartTimeout.D()
-	params, _ := json.Marshal(map[string]any{
-		"protocolVersion": protocolVersions[0],
-		"capabilities":    clientCapabilities,
-		"clientInfo":      map[string]string{"name": "corral", "version": version},
-	})
-	var init struct {
-		ProtocolVersion string       `json:"protocolVersion"`
-		Capabilities    capabilities `json:"capabilities"`
-		Instructions    string       `json:"instructions"`
-		ServerInfo      struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"serverInfo"`
-	}
-	if err := callInto(ctx, m, "initialize", params, &init); err != nil {
-		return nil, startError("initialize", timeout, err)
-	}
-	if !supportedVersion(init.ProtocolVersion) {
-		return nil, fmt.Errorf("initialize: server answered protocol version %q; corral speaks %s",
-			init.ProtocolVersion, strings.Join(protocolVersions, ", "))
-	}
-	if err := m.Notify(ctx, "notifications/initialized", nil); err != nil {
-		return nil, startError("notifications/initialized", timeout, err)
-	}
-	b.log.Info("initialized", "serverName", init.ServerInfo.Name, "serverVersion", init.ServerInfo.Version, "protocolVersion", init.ProtocolVersion)
-	if init.Capabilities == nil {
-		init.Capabilities = capabilities{}
-	}
-	b.mu.Lock()
-	b.instructions = init.Instructions
-	b.mu.Unlock()
-	return init.Capabilities, nil
-}
-
-func startError(step string, timeout time.Duration, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: no answer within %s (startTimeout)", step, timeout)
-	}
-	return fmt.Errorf("%s: %w", step, err)
-}
-
-// callInto makes a call and decodes its result into v; a JSON-RPC error
-// answer is returned as an error.
-func callInto(ctx context.Context, m *mux, method string, params json.RawMessage, v any) error {
-	a, err := m.Call(ctx, method, params)
-	if err != nil {
-		return err
-	}
-	if a.Error != nil {
-		return fmt.Errorf("server answered error %d: %s", a.Error.Code, a.Error.Message)
-	}
-	if err := json.Unmarshal(a.Result, v); err != nil {
-		return fmt.Errorf("invalid result: %v", err)
-	}
-	return nil
-}
-
-// maxListPages bounds the pages of one listing, against a server whose
-// cursors never end.
-const maxListPages = 1000
-
-// catalogBound counts a server's catalog as it is listed, against the
-// bounds of its config (maxCatalogItems, maxCatalogBytes). It is not safe
-// for concurrent use.
-type catalogBound struct {
-	server   string
-	maxItems int
-	maxBytes int64
-	items    int   // counted so far
-	bytes    int64 // counted so far
-}
-
-// newCatalogBound returns a bound for the server's catalog with nothing
-// counted yet.
-func (b *backend) newCatalogBound() *catalogBound {
-	items, size := b.gcfg.catalogBound(b.cfg)
-	return &catalogBound{server: b.name, maxItems: items, maxBytes: size}
-}
-
-// add counts one item whose JSON is raw, and returns an error, for the
-// server's start or the log, once the catalog is over either bound.
-func (c *catalogBound) add(raw []byte) error {
-	c.items++
-	c.bytes += int64(len(raw))
-	over := func(n int64, what, key string) error {
-		return fmt.Errorf("server %q lists more than %d %s of tools, prompts, resources and templates, the bound (%s); raise %s in the server's entry or at the top level of the config if it is expected", c.server, n, what, key, key)
-	}
-	switch {
-	case c.items > c.maxItems:
-		return over(int64(c.maxItems), "items", "maxCatalogItems")
-	case c.bytes > c.maxBytes:
-		return over(c.maxBytes, "bytes", "maxCatalogBytes")
-	}
-	return nil
-}
-
-// listItems lists every item of kind k the server has, following
-// nextCursor, counting each item against bound. A server that declared
-// resources but does not know resources/templates/list has no templates.
-// An item's JSON is kept as the server sent it (made compact if it holds a
-// line break): the catalog serves it as it is, unless it renames the item.
-func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
-	var items []backendItem
-	seen := map[string]bool{}
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == maxListPages {
-			return nil, fmt.Errorf("more than %d pages", maxListPages)
-		}
-		var params json.RawMessage
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		var res map[string]json.RawMessage
-		if err := callInto(ctx, m, kinds[k].list, params, &res); err != nil {
-			var we *wireError
-			if k == kindTemplate && errors.As(err, &we) && we.Code == codeMethodNotFound {
-				return nil, nil
-			}
-			return nil, err
-		}
-		var list []json.RawMessage
-		if err := json.Unmarshal(res[kinds[k].field], &list); err != nil {
-			return nil, fmt.Errorf("invalid result: %q is not a list", kinds[k].field)
-		}
-		for _, raw := range list {
-			var fields map[string]json.RawMessage
-			var name string
-			if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(fields[kinds[k].key], &name) != nil || name == "" {
-				return nil, fmt.Errorf("an item without a %s: %s", kinds[k].key, truncate(raw, 200))
-			}
-			if seen[name] {
-				continue // listed twice (a server whose pages overlap)
-			}
-			seen[name] = true
-			if bytes.ContainsAny(raw, "\r\n") {
-				raw = compactRaw(raw) // a newline would end a client's line
-			}
-			if err := bound.add(raw); err != nil {
-				return nil, err
-			}
-			items = append(items, backendItem{name: name, raw: raw})
-		}
-		var next string
-		json.Unmarshal(res["nextCursor"], &next)
-		if next == "" {
-			return items, nil
-		}
-		cursor = next
-	}
-}
-
-// onNotify handles a notification from the server.
+// onNotify handles a notification from the server: a list change goes to
+// the upstream, which lists again (refresh wakes its refreshLoop); what
+// clients hear of goes to the gateway.
 func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 	switch msg.Method {
-	case "notifications/tools/list_changed":
-		b.refreshDue(refresh, kindTool)
-	case "notifications/prompts/list_changed":
-		b.refreshDue(refresh, kindPrompt)
-	case "notifications/resources/list_changed":
-		b.refreshDue(refresh, kindResource, kindTemplate)
 	case "notifications/message":
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
@@ -790,71 +556,25 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 			b.gw.serverCancelled(m, msg.Params)
 		}
 	default:
-		b.log.Debug("notification from server not passed on", "method", msg.Method)
+		if !b.up.listChanged(msg.Method, refresh) {
+			b.log.Debug("notification from server not passed on", "method", msg.Method)
+		}
 	}
 }
 
-// refreshDue marks lists of the given kinds as due for listing again and
-// wakes refreshLoop.
-func (b *backend) refreshDue(refresh chan<- struct{}, ks ...kind) {
-	for _, k := range ks {
-		b.stale[k].Store(true)
-	}
-	select {
-	case refresh <- struct{}{}:
-	default: // a refresh is already due
-	}
-}
+// refreshLoop lists again over m the lists the server says changed, until
+// m closes: the upstream's part (upstream.refreshLoop).
+func (b *backend) refreshLoop(m *mux, refresh <-chan struct{}) { b.up.refreshLoop(m, refresh) }
 
-// refreshLoop lists again, each time the server says they changed, the
-// lists that changed, until the mux closes.
-func (b *backend) refreshLoop(m *mux, refresh <-chan struct{}) {
-	for {
-		select {
-		case <-refresh:
-		case <-m.done:
-			return
-		}
-		for k := range numKinds {
-			if !b.stale[k].Swap(false) || !b.capabilities().has(k) {
-				continue
-			}
-			bound := b.newCatalogBound()
-			for j := range numKinds {
-				for _, it := range b.items(j) {
-					if j != k {
-						bound.add(it.raw) // the other lists, over or not, leave this one less
-					}
-				}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StartTimeout.D())
-			items, err := listItems(ctx, m, k, bound)
-			cancel()
-			if err != nil {
-				b.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)
-				continue
-			}
-			b.mu.Lock()
-			b.lists[k] = items
-			b.mu.Unlock()
-		}
-		b.onChange()
-	}
-}
+// listenLoop keeps a modern server's listen request open over m until m
+// closes: the upstream's part (upstream.listenLoop).
+func (b *backend) listenLoop(m *mux) { b.up.listenLoop(m) }
 
 // items returns the server's last list of kind k.
-func (b *backend) items(k kind) []backendItem {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.lists[k]
-}
+func (b *backend) items(k kind) []backendItem { return b.up.items(k) }
 
 // capabilities returns what the server declared in its last handshake.
-func (b *backend) capabilities() capabilities {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.caps
-}
+func (b *backend) capabilities() capabilities { return b.up.capabilities() }
 
 // leaveReady takes the backend out of ready as soon as the run whose mux is
 // m is seen to be over, for the reason why: calls made from then on wait for
@@ -895,7 +615,7 @@ func (b *backend) setState(s backendState, why string) {
 	}
 	// The catalog is rebuilt before the first start is declared done, so
 	// that whoever waited for it sees this backend's tools.
-	b.onChange()
+	b.gw.backendChanged()
 	if s != stateStarting {
 		b.firstOnce.Do(func() { close(b.firstDone) })
 	}
@@ -948,63 +668,27 @@ func (b *backend) callInto(ctx context.Context, method string, params json.RawMe
 	return nil
 }
 
-// setLogLevel asks the server, if it is ready and logs, for messages at
-// level and above, unless it was asked for that level already.
+// setLogLevel asks the server, if it is ready and takes logging/setLevel,
+// for messages at level and above, unless it was asked for that level
+// already. It does not block: the request is sent on a goroutine that wg
+// joins, and that ends with the run at the latest.
 func (b *backend) setLogLevel(level string) {
 	b.mu.Lock()
-	// A modern server has no logging/setLevel: each request says its level.
-	m, ok := b.mux, level != "" && b.state == stateReady && b.caps["logging"] != nil && b.logLevel != level && !b.mux.modern.Load()
+	// Lock order: b.mu, then the upstream's (takesLogLevel).
+	m, ok := b.mux, level != "" && b.state == stateReady && b.logLevel != level && b.up.takesLogLevel(b.mux)
 	if ok {
 		b.logLevel = level
+		// Ready means run has not returned, so wg is not at zero here.
+		b.wg.Add(1)
 	}
 	b.mu.Unlock()
 	if !ok {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
-		defer cancel()
-		params, _ := json.Marshal(map[string]string{"level": level})
-		if err := callInto(ctx, m, "logging/setLevel", params, &struct{}{}); err != nil {
-			b.log.Warn("logging/setLevel failed", "level", level, "err", err)
-		}
+		defer b.wg.Done()
+		b.up.setLevel(m, level)
 	}()
-}
-
-// listenLoop keeps a subscriptions/listen request open to a modern server,
-// for the notifications a legacy server sends unasked: list changes, and
-// updates of the resources sessions subscribed to. When the subscriptions
-// change, the request is sent again with the new set. It returns when the
-// mux closes.
-func (b *backend) listenLoop(m *mux) {
-	for {
-		uris := b.gw.subscribedURIs(b.name)
-		params, _ := json.Marshal(map[string]any{"notifications": map[string]any{
-			"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
-			"resourceSubscriptions": uris,
-		}})
-		ctx, cancel := context.WithCancel(context.Background())
-		b.mu.Lock()
-		b.relisten = cancel
-		b.mu.Unlock()
-		_, err := m.Call(ctx, "subscriptions/listen", params)
-		cancel()
-		select {
-		case <-m.done:
-			return
-		default:
-		}
-		if err == nil {
-			// The server ended the stream; wait a moment before asking again.
-			t := time.NewTimer(b.sup.RestartDelay.D())
-			select {
-			case <-t.C:
-			case <-m.done:
-				t.Stop()
-				return
-			}
-		}
-	}
 }
 
 // isModern reports whether the running server speaks the modern era.
@@ -1027,14 +711,7 @@ func (b *backend) unsubscribe(ctx context.Context, uri string) {
 
 // resubscribe sends a modern server's listen request again, with the
 // subscriptions as they are now.
-func (b *backend) resubscribe() {
-	b.mu.Lock()
-	cancel := b.relisten
-	b.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
+func (b *backend) resubscribe() { b.up.resubscribe() }
 
 // snapshot returns the backend's state.
 func (b *backend) snapshot() backendState {
@@ -1072,9 +749,13 @@ func (b *backend) stop(hurry <-chan struct{}, why string) {
 		cancel()
 	}
 
+	// A second signal (hurry) skips the ladder's waits; its watcher ends,
+	// and is joined, when the stop is over.
+	var watcher sync.WaitGroup
 	done := make(chan struct{})
-	defer close(done)
+	watcher.Add(1)
 	go func() {
+		defer watcher.Done()
 		select {
 		case <-hurry:
 			b.hurryOnce()
@@ -1085,6 +766,8 @@ func (b *backend) stop(hurry <-chan struct{}, why string) {
 		p.Stop(b.hurry)
 	}
 	b.wg.Wait()
+	close(done)
+	watcher.Wait()
 }
 
 // stopCause returns err, the error of a call over m, unless it is the end of
@@ -1112,42 +795,4 @@ func (b *backend) hurryOnce() {
 	default:
 		close(b.hurry)
 	}
-}
-
-// health is what /healthz reports of a backend.
-type health struct {
-	Name     string       `json:"name"`
-	State    backendState `json:"state"`
-	PID      int          `json:"pid,omitempty"`
-	Uptime   string       `json:"uptime,omitempty"`
-	Restarts int          `json:"restarts"`
-	Tools    int          `json:"tools"`
-	InFlight int          `json:"inFlight"`
-	LastExit string       `json:"lastExit,omitempty"`
-	Error    string       `json:"error,omitempty"`
-	RetryAt  string       `json:"retryAt,omitempty"`
-	Stderr   []string     `json:"stderrTail,omitempty"`
-}
-
-func (b *backend) health() health {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := health{Name: b.name, State: b.state, Tools: len(b.lists[kindTool]), Restarts: b.restarts, LastExit: b.lastExit}
-	if b.proc != nil {
-		h.PID = b.proc.pid
-		if b.state != stateReady {
-			h.Stderr = b.proc.tail.all()
-		}
-	}
-	switch b.state {
-	case stateReady:
-		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
-		h.InFlight = b.mux.inFlight()
-	case stateFailed:
-		h.Error = b.lastErr
-		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
-	default:
-		h.Error = b.lastErr
-	}
-	return h
 }
