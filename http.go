@@ -179,17 +179,12 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// servePost serves one message a client POSTs: a modern (2026-07-28)
+// request without a session, or a message of a legacy session, which an
+// initialize request opens.
 func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
-	maxBytes := h.gw.config().MaxRequestBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
-				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", maxBytes))
-			return
-		}
-		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	msg, werr := decodeMessage(body)
@@ -198,50 +193,91 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		if msg != nil {
 			id = msg.ID
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(encodeErrorResponse(id, werr))
+		writeJSONError(w, id, werr)
 		return
 	}
-
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
 		h.serveModern(w, r, msg)
 		return
 	}
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
-		// The header claims the modern era, the body does not.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams,
-			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)}))
+	if !checkLegacyVersion(w, r, msg) {
 		return
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
-		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
-			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
+	s := h.postSession(w, r, msg)
+	if s == nil {
 		return
 	}
-	var s *httpSession
-	if msg.Method == "initialize" {
-		if msg.ID == nil {
-			writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
-			return
-		}
-		if s = h.newSession(); s == nil {
-			writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
-				fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
-			return
-		}
-		w.Header().Set("Mcp-Session-Id", s.id)
-	} else if s = h.lookupSession(w, r); s == nil {
-		return
-	}
-
 	if msg.ID == nil || msg.Method == "" {
 		h.gw.handle(r.Context(), s.session, msg, nil)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	h.serveRequest(w, r, s, msg)
+}
+
+// readBody reads the request's body, up to maxRequestBytes, or writes the
+// error and reports false.
+func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	maxBytes := h.gw.config().MaxRequestBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
+				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", maxBytes))
+			return nil, false
+		}
+		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// checkLegacyVersion checks the MCP-Protocol-Version header of a message
+// whose body does not claim the modern era, or writes the error and reports
+// false.
+func checkLegacyVersion(w http.ResponseWriter, r *http.Request, msg *wireMsg) bool {
+	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
+		// The header claims the modern era, the body does not.
+		writeJSONError(w, msg.ID, &wireError{Code: codeInvalidParams,
+			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)})
+		return false
+	}
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
+		return false
+	}
+	return true
+}
+
+// postSession returns the session a legacy message belongs to: a new one
+// for initialize, whose ID goes in the response's header, else the one its
+// Mcp-Session-Id names. It writes the error and returns nil when there is
+// none.
+func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *wireMsg) *httpSession {
+	if msg.Method != "initialize" {
+		return h.lookupSession(w, r)
+	}
+	if msg.ID == nil {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
+		return nil
+	}
+	s := h.newSession()
+	if s == nil {
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
+		return nil
+	}
+	w.Header().Set("Mcp-Session-Id", s.id)
+	return s
+}
+
+// serveRequest serves a request of session s: the answer as JSON, or as an
+// event stream when the client accepts one and a server sends messages
+// related to the request first. An initialize that fails ends the session
+// it opened.
+func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, msg *wireMsg) {
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
@@ -262,6 +298,14 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
 	answer.WriteTo(w)
+}
+
+// writeJSONError answers 400 Bad Request with a JSON-RPC error for the
+// request with the given id (nil if unknown).
+func writeJSONError(w http.ResponseWriter, id json.RawMessage, werr *wireError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(encodeErrorResponse(id, werr))
 }
 
 // relatedBuffer is how many messages related to one request (progress, a
