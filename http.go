@@ -101,7 +101,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		h.gw.writeMetrics(w, h)
+		writeMetrics(w, h.gw, h)
 		return
 	default:
 		http.NotFound(w, r)
