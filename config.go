@@ -805,25 +805,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		p.errorf(name, "", `want an object such as {"command": "npx"}, got %s`, jsonKind(data))
 		return s
 	}
-	fields := jsonFields(s)
-	known := slices.Sorted(maps.Keys(fields))
-	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
-	delete(fields, "url") // checked below, with "type"
-	fields["url"] = &s.URL
-	for _, key := range slices.Sorted(maps.Keys(entry)) {
-		switch {
-		case fields[key] != nil:
-			p.decode(name, key, entry[key], fields[key])
-		case key == "type", slices.Contains(foreignServerKeys, key):
-			// Checked below, or ignored.
-		default:
-			if near, ok := nearest(key, candidates); ok {
-				p.errorf(name, "", "unknown field %q; did you mean %q?", key, near)
-			} else {
-				p.errorf(name, "", "unknown field %q; known fields are %s", key, quoteList(known))
-			}
-		}
-	}
+	p.decodeServer(s, entry)
 	if s.Disabled {
 		return s
 	}
@@ -832,42 +814,91 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		p.errorf(name, "", "invalid server name; use only letters, digits, '_', '.' and '-', since the name appears in tool prefixes and logs")
 	}
 	if raw, ok := entry["type"]; ok {
-		var typ string
-		switch err := json.Unmarshal(raw, &typ); {
-		case err != nil:
-			p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
-		case typ == "sse":
-			p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
-		case typ == "stdio" && s.URL != "":
-			p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
-		case slices.Contains(remoteServerTypes, typ) && s.URL == "":
-			p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
-		case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
-			p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
-		}
+		p.checkServerType(s, raw)
 	}
 	if s.URL != "" {
-		p.expand(s, "url", &s.URL)
-		u, err := url.Parse(s.URL)
+		p.parseRemote(s, entry)
+	} else {
+		p.parseLocal(s)
+	}
+	p.validateServer(name, s)
+	return s
+}
+
+// decodeServer decodes each key of a server's entry into s, and reports the
+// keys it does not know, with the nearest known one where it is a likely
+// typo. The keys of other MCP clients are ignored, and "type" is left to
+// checkServerType.
+func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage) {
+	fields := jsonFields(s)
+	known := slices.Sorted(maps.Keys(fields))
+	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	delete(fields, "url") // checked below, with "type"
+	fields["url"] = &s.URL
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
 		switch {
-		case err != nil:
-			p.errorf(name, "url", "not a URL: %v", err)
-		case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-			p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
-		}
-		for _, key := range []string{"command", "args", "env", "cwd"} {
-			if _, ok := entry[key]; ok {
-				p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
+		case fields[key] != nil:
+			p.decode(s.name, key, entry[key], fields[key])
+		case key == "type", slices.Contains(foreignServerKeys, key):
+			// Checked below, or ignored.
+		default:
+			if near, ok := nearest(key, candidates); ok {
+				p.errorf(s.name, "", "unknown field %q; did you mean %q?", key, near)
+			} else {
+				p.errorf(s.name, "", "unknown field %q; known fields are %s", key, quoteList(known))
 			}
 		}
-		for _, key := range slices.Sorted(maps.Keys(s.Headers)) {
-			v := s.Headers[key]
-			p.expand(s, "headers."+key, &v)
-			s.Headers[key] = v
-		}
-		p.validateServer(name, s)
-		return s
 	}
+}
+
+// checkServerType checks raw, the value of a server's "type" key, against
+// the server's url: "stdio" without one, a remote type with one.
+func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
+	name := s.name
+	var typ string
+	switch err := json.Unmarshal(raw, &typ); {
+	case err != nil:
+		p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
+	case typ == "sse":
+		p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
+	case typ == "stdio" && s.URL != "":
+		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
+	case slices.Contains(remoteServerTypes, typ) && s.URL == "":
+		p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
+	case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
+		p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
+	}
+}
+
+// parseRemote expands and checks the settings of a remote server, one with
+// a url: the url, and the headers. A remote server has none of a local
+// one's settings.
+func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) {
+	name := s.name
+	p.expand(s, "url", &s.URL)
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		p.errorf(name, "url", "not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
+	}
+	for _, key := range []string{"command", "args", "env", "cwd"} {
+		if _, ok := entry[key]; ok {
+			p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Headers)) {
+		v := s.Headers[key]
+		p.expand(s, "headers."+key, &v)
+		s.Headers[key] = v
+	}
+}
+
+// parseLocal expands and checks the settings of a local server, one corral
+// runs: its command, args, env and cwd. A local server has no headers.
+func (p *parser) parseLocal(s *ServerConfig) {
+	name := s.name
 	if len(s.Headers) > 0 {
 		p.errorf(name, "headers", `only a remote server (with "url") has headers`)
 	}
@@ -888,8 +919,6 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		s.Env[key] = v
 	}
 	p.expand(s, "cwd", &s.Cwd)
-	p.validateServer(name, s)
-	return s
 }
 
 // validateServer checks the settings every server has, local or remote.
