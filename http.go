@@ -66,6 +66,8 @@ func (s *httpSession) busy() bool {
 // past it they are dropped (they are list_changed hints, safe to lose).
 const sessionEventBuffer = 64
 
+// newHTTPFrontEnd returns the HTTP front end of gw. Loopback says the
+// listener is on a loopback address, so that Host headers are checked.
 func newHTTPFrontEnd(gw *Gateway, loopback bool, log *slog.Logger) *httpFrontEnd {
 	return &httpFrontEnd{gw: gw, log: log, loopback: loopback,
 		sessions: map[string]*httpSession{}, closing: make(chan struct{})}
@@ -84,6 +86,9 @@ func (h *httpFrontEnd) shutdown() {
 	}
 }
 
+// ServeHTTP checks the request's Origin, Host and bearer token, then serves
+// /mcp (POST, GET, DELETE), /healthz or /metrics. It is safe for concurrent
+// use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
@@ -164,6 +169,7 @@ func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
 	return fmt.Sprintf("Origin %q is not allowed; add it to allowedOrigins in the config to allow it", origin)
 }
 
+// hostOnly returns the host of a Host header value, without its port.
 func hostOnly(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
@@ -171,6 +177,7 @@ func hostOnly(hostport string) string {
 	return strings.Trim(hostport, "[]")
 }
 
+// isLoopbackHost reports whether host is "localhost" or a loopback IP.
 func isLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -485,6 +492,8 @@ func (h *httpFrontEnd) expireLoop(done <-chan struct{}) {
 	}
 }
 
+// endSession ends s, if it is still open, with the gateway's session under
+// it, and ends its GET stream. It may be called twice.
 func (h *httpFrontEnd) endSession(s *httpSession) {
 	h.mu.Lock()
 	_, ok := h.sessions[s.id]
@@ -496,6 +505,7 @@ func (h *httpFrontEnd) endSession(s *httpSession) {
 	}
 }
 
+// serveDelete ends the session the request names.
 func (h *httpFrontEnd) serveDelete(w http.ResponseWriter, r *http.Request) {
 	if s := h.lookupSession(w, r); s != nil {
 		h.endSession(s)
@@ -563,6 +573,8 @@ func writeSSE(w io.Writer, msg []byte) (int, error) {
 	return fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
 }
 
+// serveHealth writes the gateway's health report as JSON: 200 when every
+// server is ready, else 503.
 func (h *httpFrontEnd) serveHealth(w http.ResponseWriter, r *http.Request) {
 	report, ok := h.gw.health()
 	w.Header().Set("Content-Type", "application/json")
