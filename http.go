@@ -529,8 +529,19 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
 	}
-	// One stream per session: a new GET replaces the old one, so that a
-	// client that reconnects is not refused while the old connection lingers.
+	mine := s.takeStream()
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	h.stream(w, r, s, mine)
+}
+
+// takeStream makes a new GET the session's stream, and returns the channel
+// closed when another GET takes over. One stream per session: a new GET
+// replaces the old one, so that a client that reconnects is not refused
+// while the old connection lingers.
+func (s *httpSession) takeStream() <-chan struct{} {
 	mine := make(chan struct{})
 	s.mu.Lock()
 	if s.stream != nil {
@@ -538,11 +549,13 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	s.stream = mine
 	s.mu.Unlock()
+	return mine
+}
 
-	h.streams.Add(1)
-	defer h.streams.Add(-1)
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
+// stream writes the session's events to w until a write fails, another GET
+// takes over (mine is closed), the session ends, corral shuts down or the
+// client goes away.
+func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSession, mine <-chan struct{}) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
