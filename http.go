@@ -57,15 +57,15 @@ func (s *httpSession) busy() bool {
 	if s.streams.Load() > 0 {
 		return true
 	}
-	s.session.mu.Lock()
-	defer s.session.mu.Unlock()
-	return len(s.session.inflight) > 0
+	return s.session.inFlight() > 0
 }
 
 // sessionEventBuffer is how many unsent notifications a session may hold;
 // past it they are dropped (they are list_changed hints, safe to lose).
 const sessionEventBuffer = 64
 
+// newHTTPFrontEnd returns the HTTP front end of gw. Loopback says the
+// listener is on a loopback address, so that Host headers are checked.
 func newHTTPFrontEnd(gw *Gateway, loopback bool, log *slog.Logger) *httpFrontEnd {
 	return &httpFrontEnd{gw: gw, log: log, loopback: loopback,
 		sessions: map[string]*httpSession{}, closing: make(chan struct{})}
@@ -84,6 +84,9 @@ func (h *httpFrontEnd) shutdown() {
 	}
 }
 
+// ServeHTTP checks the request's Origin, Host and bearer token, then serves
+// /mcp (POST, GET, DELETE), /healthz or /metrics. It is safe for concurrent
+// use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
@@ -101,7 +104,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		h.gw.writeMetrics(w, h)
+		writeMetrics(w, h.gw, h)
 		return
 	default:
 		http.NotFound(w, r)
@@ -164,6 +167,7 @@ func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
 	return fmt.Sprintf("Origin %q is not allowed; add it to allowedOrigins in the config to allow it", origin)
 }
 
+// hostOnly returns the host of a Host header value, without its port.
 func hostOnly(hostport string) string {
 	if host, _, err := net.SplitHostPort(hostport); err == nil {
 		return host
@@ -171,6 +175,7 @@ func hostOnly(hostport string) string {
 	return strings.Trim(hostport, "[]")
 }
 
+// isLoopbackHost reports whether host is "localhost" or a loopback IP.
 func isLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -179,17 +184,12 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// servePost serves one message a client POSTs: a modern (2026-07-28)
+// request without a session, or a message of a legacy session, which an
+// initialize request opens.
 func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
-	maxBytes := h.gw.config().MaxRequestBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
-				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", maxBytes))
-			return
-		}
-		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	msg, werr := decodeMessage(body)
@@ -198,50 +198,91 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		if msg != nil {
 			id = msg.ID
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(encodeErrorResponse(id, werr))
+		writeJSONError(w, id, werr)
 		return
 	}
-
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
 		h.serveModern(w, r, msg)
 		return
 	}
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
-		// The header claims the modern era, the body does not.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(encodeErrorResponse(msg.ID, &wireError{Code: codeInvalidParams,
-			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)}))
+	if !checkLegacyVersion(w, r, msg) {
 		return
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
-		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
-			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
+	s := h.postSession(w, r, msg)
+	if s == nil {
 		return
 	}
-	var s *httpSession
-	if msg.Method == "initialize" {
-		if msg.ID == nil {
-			writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
-			return
-		}
-		if s = h.newSession(); s == nil {
-			writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
-				fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
-			return
-		}
-		w.Header().Set("Mcp-Session-Id", s.id)
-	} else if s = h.lookupSession(w, r); s == nil {
-		return
-	}
-
 	if msg.ID == nil || msg.Method == "" {
 		h.gw.handle(r.Context(), s.session, msg, nil)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	h.serveRequest(w, r, s, msg)
+}
+
+// readBody reads the request's body, up to maxRequestBytes, or writes the
+// error and reports false.
+func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	maxBytes := h.gw.config().MaxRequestBytes
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
+				fmt.Sprintf("request body is over %d bytes (maxRequestBytes)", maxBytes))
+			return nil, false
+		}
+		writeHTTPError(w, http.StatusBadRequest, codeParseError, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// checkLegacyVersion checks the MCP-Protocol-Version header of a message
+// whose body does not claim the modern era, or writes the error and reports
+// false.
+func checkLegacyVersion(w http.ResponseWriter, r *http.Request, msg *wireMsg) bool {
+	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
+		// The header claims the modern era, the body does not.
+		writeJSONError(w, msg.ID, &wireError{Code: codeInvalidParams,
+			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)})
+		return false
+	}
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
+		return false
+	}
+	return true
+}
+
+// postSession returns the session a legacy message belongs to: a new one
+// for initialize, whose ID goes in the response's header, else the one its
+// Mcp-Session-Id names. It writes the error and returns nil when there is
+// none.
+func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *wireMsg) *httpSession {
+	if msg.Method != "initialize" {
+		return h.lookupSession(w, r)
+	}
+	if msg.ID == nil {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
+		return nil
+	}
+	s := h.newSession()
+	if s == nil {
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
+		return nil
+	}
+	w.Header().Set("Mcp-Session-Id", s.id)
+	return s
+}
+
+// serveRequest serves a request of session s: the answer as JSON, or as an
+// event stream when the client accepts one and a server sends messages
+// related to the request first. An initialize that fails ends the session
+// it opened.
+func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, msg *wireMsg) {
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
@@ -262,6 +303,14 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
 	answer.WriteTo(w)
+}
+
+// writeJSONError answers 400 Bad Request with a JSON-RPC error for the
+// request with the given id (nil if unknown).
+func writeJSONError(w http.ResponseWriter, id json.RawMessage, werr *wireError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(encodeErrorResponse(id, werr))
 }
 
 // relatedBuffer is how many messages related to one request (progress, a
@@ -441,6 +490,8 @@ func (h *httpFrontEnd) expireLoop(done <-chan struct{}) {
 	}
 }
 
+// endSession ends s, if it is still open, with the gateway's session under
+// it, and ends its GET stream. It may be called twice.
 func (h *httpFrontEnd) endSession(s *httpSession) {
 	h.mu.Lock()
 	_, ok := h.sessions[s.id]
@@ -452,6 +503,7 @@ func (h *httpFrontEnd) endSession(s *httpSession) {
 	}
 }
 
+// serveDelete ends the session the request names.
 func (h *httpFrontEnd) serveDelete(w http.ResponseWriter, r *http.Request) {
 	if s := h.lookupSession(w, r); s != nil {
 		h.endSession(s)
@@ -475,8 +527,19 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
 	}
-	// One stream per session: a new GET replaces the old one, so that a
-	// client that reconnects is not refused while the old connection lingers.
+	mine := s.takeStream()
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
+	h.stream(w, r, s, mine)
+}
+
+// takeStream makes a new GET the session's stream, and returns the channel
+// closed when another GET takes over. One stream per session: a new GET
+// replaces the old one, so that a client that reconnects is not refused
+// while the old connection lingers.
+func (s *httpSession) takeStream() <-chan struct{} {
 	mine := make(chan struct{})
 	s.mu.Lock()
 	if s.stream != nil {
@@ -484,11 +547,13 @@ func (h *httpFrontEnd) serveGet(w http.ResponseWriter, r *http.Request) {
 	}
 	s.stream = mine
 	s.mu.Unlock()
+	return mine
+}
 
-	h.streams.Add(1)
-	defer h.streams.Add(-1)
-	s.streams.Add(1)
-	defer s.streams.Add(-1)
+// stream writes the session's events to w until a write fails, another GET
+// takes over (mine is closed), the session ends, corral shuts down or the
+// client goes away.
+func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSession, mine <-chan struct{}) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -519,6 +584,8 @@ func writeSSE(w io.Writer, msg []byte) (int, error) {
 	return fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
 }
 
+// serveHealth writes the gateway's health report as JSON: 200 when every
+// server is ready, else 503.
 func (h *httpFrontEnd) serveHealth(w http.ResponseWriter, r *http.Request) {
 	report, ok := h.gw.health()
 	w.Header().Set("Content-Type", "application/json")

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // version is corral's version, reported by -version and in serverInfo.
@@ -36,16 +37,44 @@ func main() {
 
 // run is corral's main, with its exit code as result.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	inv := &invocation{stdout: stdout, stderr: stderr}
+	if code, exit := inv.parseFlags(args); exit {
+		return code
+	}
+	if code, exit := inv.setUpLog(); exit {
+		return code
+	}
+	if code, exit := inv.loadConfig(); exit {
+		return code
+	}
+	return inv.serve(stdin)
+}
+
+// invocation is one run of corral: its flags, where it writes, and, once
+// they are set up, its log and its config. Its steps run in order, on one
+// goroutine.
+type invocation struct {
+	configPath, listen, logFormat, logLevel string
+	stdio, showVersion, check, allowRemote  bool
+
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	cfg            *Config
+}
+
+// parseFlags parses args into inv, and reports whether corral is done
+// (usage, -version, or a usage error), with its exit code.
+func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs := flag.NewFlagSet("corral", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "the JSON config `file` (required)")
-	listen := fs.String("listen", "", "serve Streamable HTTP on `addr`, overriding the config's listen")
-	stdio := fs.Bool("stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	check := fs.Bool("check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
-	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	logLevel := fs.String("log-level", "info", "least `level` logged: debug, info, warn or error")
-	allowRemote := fs.Bool("allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start)")
+	fs.SetOutput(inv.stderr)
+	fs.StringVar(&inv.configPath, "config", "", "the JSON config `file` (required)")
+	fs.StringVar(&inv.listen, "listen", "", "serve Streamable HTTP on `addr`, overriding the config's listen")
+	fs.BoolVar(&inv.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
+	fs.BoolVar(&inv.showVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
+	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&inv.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
+	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
@@ -55,81 +84,179 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return 0, true
 		}
-		return 2
+		return 2, true
 	}
-	if *showVersion {
-		fmt.Fprintln(stdout, "corral", version)
-		return 0
+	if inv.showVersion {
+		fmt.Fprintln(inv.stdout, "corral", version)
+		return 0, true
 	}
-	if *configPath == "" || fs.NArg() > 0 {
+	if inv.configPath == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return 2
+		return 2, true
 	}
+	return 0, false
+}
+
+// setUpLog sets inv.log from -log-format and -log-level, and reports whether
+// corral must exit because one of them is wrong, with its exit code.
+func (inv *invocation) setUpLog() (code int, exit bool) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "corral: -log-level %q: want debug, info, warn or error\n", *logLevel)
-		return 2
+	if err := level.UnmarshalText([]byte(inv.logLevel)); err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -log-level %q: want debug, info, warn or error\n", inv.logLevel)
+		return 2, true
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch *logFormat {
+	switch inv.logFormat {
 	case "text":
-		log = slog.New(slog.NewTextHandler(stderr, opts))
+		inv.log = slog.New(slog.NewTextHandler(inv.stderr, opts))
 	case "json":
-		log = slog.New(slog.NewJSONHandler(stderr, opts))
+		inv.log = slog.New(slog.NewJSONHandler(inv.stderr, opts))
 	default:
-		fmt.Fprintf(stderr, "corral: -log-format %q: want text or json\n", *logFormat)
-		return 2
+		fmt.Fprintf(inv.stderr, "corral: -log-format %q: want text or json\n", inv.logFormat)
+		return 2, true
 	}
+	return 0, false
+}
 
-	cfg, err := LoadConfig(*configPath, os.LookupEnv, func(msg string) { log.Warn(msg) })
+// loadConfig sets inv.cfg from the config file, warns of secrets other users
+// can read, and reports whether corral is done: the config has errors, or
+// -check has printed it. Its exit code comes with it.
+func (inv *invocation) loadConfig() (code int, exit bool) {
+	cfg, err := inv.readConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "corral: %v\n", err)
-		return 2
+		fmt.Fprintf(inv.stderr, "corral: %v\n", err)
+		return 2, true
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	inv.cfg = cfg
+	for _, w := range secretWarnings(inv.configPath, cfg) {
+		inv.log.Warn(w)
 	}
-	for _, w := range secretWarnings(*configPath, cfg) {
-		log.Warn(w)
+	if inv.check {
+		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
+		inv.stdout.Write(cfg.resolved())
+		return 0, true
 	}
-	if *check {
-		fmt.Fprintf(stdout, "%s: ok\n", *configPath)
-		stdout.Write(cfg.resolved())
+	return 0, false
+}
+
+// readConfig reads the config file, with -listen in force over its listen.
+// It is safe for concurrent use once setUpLog has run.
+func (inv *invocation) readConfig() (*Config, error) {
+	cfg, err := LoadConfig(inv.configPath, os.LookupEnv, func(msg string) { inv.log.Warn(msg) })
+	if err != nil {
+		return nil, err
+	}
+	if inv.listen != "" {
+		cfg.Listen = inv.listen
+	}
+	return cfg, nil
+}
+
+// serve runs the gateway with its front end until the client or a signal
+// ends it, and returns corral's exit code. When it returns, every server has
+// been stopped and every goroutine it started has returned, but for the
+// stdio front end's reader of stdin (see serveStdio).
+func (inv *invocation) serve(stdin io.Reader) int {
+	cfg, log := inv.cfg, inv.log
+	sh := watchSignals(log, cfg.ShutdownTimeout.D())
+	defer sh.close()
+	sweepLeftovers(log)
+	reaper, err := newOrphanReaper(log)
+	if err != nil {
+		log.Warn("cannot become a child subreaper; descendants that leave their server's process group are found by their marker only", "err", err)
+	}
+	defer reaper.Close()
+	gw := NewGateway(cfg, log, reaper)
+	gw.logHealth = inv.stdio
+	var ln net.Listener
+	loopback := false
+	if !inv.stdio {
+		// Listen before starting any server, so that a taken port fails fast
+		// and leaves nothing behind.
+		var code int
+		if ln, loopback, code = inv.openListener(); ln == nil {
+			return code
+		}
+	}
+	gw.Start()
+	defer func() {
+		gw.Stop(sh.hurry)
+		log.Info("stopped")
+	}()
+	reloadsDone := inv.reloadOnHUP(sh.ctx, gw)
+	defer func() { sh.stop(); <-reloadsDone }() // stop ends the reload loop on every return path
+
+	if inv.stdio {
+		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backendList()))
+		serveStdio(sh.ctx, gw, stdin, inv.stdout, int(cfg.MaxLineBytes), cfg.ShutdownTimeout.D(), log)
+		sh.stop()
 		return 0
 	}
+	log.Info("serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+mcpPath, "servers", len(gw.backendList()))
+	h := newHTTPFrontEnd(gw, loopback, log)
+	if err := serveHTTP(sh.ctx, sh.drainCtx, cfg.ShutdownTimeout.D(), ln, h, log); err != nil {
+		log.Error("serving HTTP", "err", err)
+		return 1
+	}
+	return 0
+}
 
-	// The first SIGINT or SIGTERM starts a graceful shutdown; a second one
-	// skips its waits.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	drainCtx, skipDrain := context.WithCancel(context.Background())
-	defer skipDrain()
-	hurry := make(chan struct{})
+// shutdown is how signals end a run. The first SIGINT or SIGTERM ends ctx:
+// a graceful shutdown starts. A second one also ends drainCtx and closes
+// hurry: the shutdown skips its waits.
+type shutdown struct {
+	ctx       context.Context
+	stop      context.CancelFunc
+	drainCtx  context.Context
+	skipDrain context.CancelFunc
+	hurry     chan struct{}
+
+	sigs chan os.Signal
+	done chan struct{} // closed when the watching goroutine returns
+}
+
+// watchSignals starts watching for SIGINT and SIGTERM, until close. Drain,
+// the shutdown timeout, is only logged.
+func watchSignals(log *slog.Logger, drain time.Duration) *shutdown {
+	sh := &shutdown{sigs: make(chan os.Signal, 2), hurry: make(chan struct{}), done: make(chan struct{})}
+	signal.Notify(sh.sigs, syscall.SIGINT, syscall.SIGTERM)
+	sh.ctx, sh.stop = context.WithCancel(context.Background())
+	sh.drainCtx, sh.skipDrain = context.WithCancel(context.Background())
 	go func() {
+		defer close(sh.done)
 		select {
-		case sig := <-sigs:
-			log.Info("shutting down", "signal", sig.String(), "drain", cfg.ShutdownTimeout.D())
-			stop()
-		case <-ctx.Done():
+		case sig := <-sh.sigs:
+			log.Info("shutting down", "signal", sig.String(), "drain", drain)
+			sh.stop()
+		case <-sh.ctx.Done():
 		}
 		select {
-		case sig := <-sigs:
+		case sig := <-sh.sigs:
 			log.Warn("second signal: stopping at once", "signal", sig.String())
-			skipDrain()
-			close(hurry)
-		case <-drainCtx.Done():
+			sh.skipDrain()
+			close(sh.hurry)
+		case <-sh.drainCtx.Done():
 		}
 	}()
+	return sh
+}
 
-	// Processes left by an earlier corral that was killed with SIGKILL:
-	// their marker names an instance that no longer runs. What the sweep
-	// cannot prove a leftover it leaves, and says so.
+// close ends both contexts, waits for the watching goroutine to return, and
+// then stops the signals going to it. Until then, a third signal is caught
+// and ignored, rather than killing corral in the middle of its shutdown.
+func (sh *shutdown) close() {
+	sh.skipDrain()
+	sh.stop()
+	<-sh.done
+	signal.Stop(sh.sigs)
+}
+
+// sweepLeftovers kills the processes left by an earlier corral that was
+// killed with SIGKILL: their marker names an instance that no longer runs.
+// What the sweep cannot prove a leftover it leaves, and says so.
+func sweepLeftovers(log *slog.Logger) {
 	left, err := killLeftovers(os.Getenv(envInstance))
 	if err != nil {
 		log.Warn("not sweeping processes left by earlier corrals", "err", err)
@@ -141,82 +268,66 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			log.Warn("left a process marked by another corral: it is not proven a leftover", "pid", l.pid, "why", l.why, "server", l.server, "instance", l.instance, "cmdline", l.cmdline)
 		}
 	}
-	reaper, err := newOrphanReaper(log)
-	if err != nil {
-		log.Warn("cannot become a child subreaper; descendants that leave their server's process group are found by their marker only", "err", err)
-	}
-	defer reaper.Close()
-	gw := NewGateway(cfg, log, reaper)
-	gw.logHealth = *stdio
-	var ln net.Listener
-	loopback := false
-	if !*stdio {
-		// Listen before starting any server, so that a taken port fails fast
-		// and leaves nothing behind.
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			fmt.Fprintf(stderr, "corral: listen on %s: %v (set -listen or \"listen\" in %s)\n", cfg.Listen, err, *configPath)
-			return 1
-		}
-		if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
-			loopback = tcp.IP.IsLoopback()
-		}
-		if !loopback && cfg.token == "" {
-			if !*allowRemote {
-				ln.Close()
-				fmt.Fprintf(stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: anyone who can reach it could run your MCP servers' tools; set authTokenFile or authTokenEnv in %s, or pass -allow-remote-without-token\n", ln.Addr(), *configPath)
-				return 2
-			}
-			log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", ln.Addr().String())
-		}
-	}
-	gw.Start()
-	defer func() {
-		gw.Stop(hurry)
-		log.Info("stopped")
-	}()
+}
 
-	// SIGHUP reloads the config; one with errors changes nothing.
+// openListener listens on the config's address, and reports whether it is a
+// loopback address. It refuses an address other than loopback with no bearer
+// token, unless -allow-remote-without-token. When it cannot listen, or
+// refuses, it returns a nil listener and corral's exit code.
+func (inv *invocation) openListener() (ln net.Listener, loopback bool, code int) {
+	addr := inv.cfg.Listen
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: listen on %s: %v (set -listen or \"listen\" in %s)\n", addr, err, inv.configPath)
+		return nil, false, 1
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
+		loopback = tcp.IP.IsLoopback()
+	}
+	if !loopback && inv.cfg.token == "" {
+		if !inv.allowRemote {
+			ln.Close()
+			fmt.Fprintf(inv.stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: anyone who can reach it could run your MCP servers' tools; set authTokenFile or authTokenEnv in %s, or pass -allow-remote-without-token\n", ln.Addr(), inv.configPath)
+			return nil, false, 2
+		}
+		inv.log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", ln.Addr().String())
+	}
+	return ln, loopback, 0
+}
+
+// reloadOnHUP starts the goroutine that reloads the config on each SIGHUP
+// until ctx ends, and returns a channel closed when it has returned. A
+// config with errors changes nothing.
+func (inv *invocation) reloadOnHUP(ctx context.Context, gw *Gateway) <-chan struct{} {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	reloadDone := make(chan struct{})
-	defer func() { stop(); <-reloadDone }() // stop ends the reload loop on every return path
+	done := make(chan struct{})
 	go func() {
-		defer close(reloadDone)
+		defer close(done)
+		defer signal.Stop(hup)
 		for {
 			select {
 			case <-hup:
 			case <-ctx.Done():
 				return
 			}
-			next, err := LoadConfig(*configPath, os.LookupEnv, func(msg string) { log.Warn(msg) })
-			if err != nil {
-				log.Error("reload: the config has errors; the running config stays in force", "err", err)
-				continue
-			}
-			if *listen != "" {
-				next.Listen = *listen
-			}
-			r := gw.Reload(next)
-			log.Info("reloaded", "added", r.Added, "removed", r.Removed, "changed", r.Changed, "kept", r.Kept)
-			for _, s := range r.NeedRestart {
-				log.Warn("reload: this setting takes effect only when corral restarts", "setting", s)
-			}
+			inv.reload(gw)
 		}
 	}()
+	return done
+}
 
-	if *stdio {
-		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backendList()))
-		serveStdio(ctx, gw, stdin, stdout, int(cfg.MaxLineBytes), cfg.ShutdownTimeout.D(), log)
-		stop()
-		return 0
+// reload reads the config file again and applies it to gw, or logs why it
+// cannot.
+func (inv *invocation) reload(gw *Gateway) {
+	next, err := inv.readConfig()
+	if err != nil {
+		inv.log.Error("reload: the config has errors; the running config stays in force", "err", err)
+		return
 	}
-
-	log.Info("serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+mcpPath, "servers", len(gw.backendList()))
-	h := newHTTPFrontEnd(gw, loopback, log)
-	if err := serveHTTP(ctx, drainCtx, cfg.ShutdownTimeout.D(), ln, h, log); err != nil {
-		log.Error("serving HTTP", "err", err)
-		return 1
+	r := gw.Reload(next)
+	inv.log.Info("reloaded", "added", r.Added, "removed", r.Removed, "changed", r.Changed, "kept", r.Kept)
+	for _, s := range r.NeedRestart {
+		inv.log.Warn("reload: this setting takes effect only when corral restarts", "setting", s)
 	}
-	return 0
 }

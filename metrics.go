@@ -1,17 +1,13 @@
 package main
 
+// This file holds corral's metrics: the counters each backend keeps of its
+// tool calls. metricspage.go writes them out.
+
 import (
-	"fmt"
-	"io"
 	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 )
-
-// This file holds corral's metrics and their Prometheus text exposition
-// (format version 0.0.4), written with the standard library alone.
 
 // callOutcome is how a tool call ended; each call ends exactly one way.
 type callOutcome int
@@ -49,97 +45,4 @@ func (m *callMetrics) observe(outcome callOutcome, d time.Duration) {
 	i := sort.SearchFloat64s(latencyBuckets[:], secs) // first bound >= secs
 	m.buckets[i].Add(1)
 	m.sumNanos.Add(int64(d))
-}
-
-// writeMetrics writes every metric of the gateway and its HTTP front end
-// (nil with -stdio) to w.
-func (g *Gateway) writeMetrics(w io.Writer, h *httpFrontEnd) {
-	var b strings.Builder
-	family := func(name, typ, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	backends := g.backendList()
-	type snap struct {
-		name     string
-		h        health
-		m        *callMetrics
-		outcomes [numOutcomes]int64
-	}
-	snaps := make([]snap, len(backends))
-	for i, be := range backends {
-		snaps[i] = snap{name: labelValue(be.name), h: be.health(), m: &be.metrics}
-		for o := range snaps[i].outcomes {
-			snaps[i].outcomes[o] = be.metrics.outcomes[o].Load()
-		}
-	}
-
-	family("corral_calls_total", "counter", "Tool calls routed to a server, however they ended.")
-	for _, s := range snaps {
-		var n int64
-		for _, c := range s.outcomes {
-			n += c
-		}
-		fmt.Fprintf(&b, "corral_calls_total{server=\"%s\"} %d\n", s.name, n)
-	}
-	family("corral_call_errors_total", "counter", "Tool calls that ended in an error, by kind (timeouts and cancellations are counted apart).")
-	for _, s := range snaps {
-		for o, kind := range errorKinds {
-			if kind != "" {
-				fmt.Fprintf(&b, "corral_call_errors_total{server=\"%s\",kind=\"%s\"} %d\n", s.name, kind, s.outcomes[o])
-			}
-		}
-	}
-	family("corral_call_timeouts_total", "counter", "Tool calls the server did not answer within requestTimeout.")
-	for _, s := range snaps {
-		fmt.Fprintf(&b, "corral_call_timeouts_total{server=\"%s\"} %d\n", s.name, s.outcomes[outcomeTimeout])
-	}
-	family("corral_call_cancellations_total", "counter", "Tool calls cancelled by the client or ended by its going away.")
-	for _, s := range snaps {
-		fmt.Fprintf(&b, "corral_call_cancellations_total{server=\"%s\"} %d\n", s.name, s.outcomes[outcomeCancelled])
-	}
-	family("corral_call_duration_seconds", "histogram", "How long tool calls took, from the gateway's point of view.")
-	for _, s := range snaps {
-		var cum int64
-		for i := range s.m.buckets {
-			cum += s.m.buckets[i].Load()
-			le := "+Inf"
-			if i < len(latencyBuckets) {
-				le = strconv.FormatFloat(latencyBuckets[i], 'g', -1, 64)
-			}
-			fmt.Fprintf(&b, "corral_call_duration_seconds_bucket{server=\"%s\",le=\"%s\"} %d\n", s.name, le, cum)
-		}
-		fmt.Fprintf(&b, "corral_call_duration_seconds_sum{server=\"%s\"} %g\n", s.name, time.Duration(s.m.sumNanos.Load()).Seconds())
-		fmt.Fprintf(&b, "corral_call_duration_seconds_count{server=\"%s\"} %d\n", s.name, cum)
-	}
-	family("corral_restarts_total", "counter", "Times corral started a server again after it exited.")
-	for _, s := range snaps {
-		fmt.Fprintf(&b, "corral_restarts_total{server=\"%s\"} %d\n", s.name, s.h.Restarts)
-	}
-	family("corral_server_state", "gauge", "1 for the state each server is in, 0 for the others.")
-	for _, s := range snaps {
-		for _, st := range []backendState{stateStarting, stateReady, stateBackoff, stateFailed, stateStopped} {
-			v := 0
-			if s.h.State == st {
-				v = 1
-			}
-			fmt.Fprintf(&b, "corral_server_state{server=\"%s\",state=\"%s\"} %d\n", s.name, st, v)
-		}
-	}
-	family("corral_in_flight", "gauge", "Requests sent to a server and not yet answered.")
-	for _, s := range snaps {
-		fmt.Fprintf(&b, "corral_in_flight{server=\"%s\"} %d\n", s.name, s.h.InFlight)
-	}
-	sessions := g.sessions.count()
-	family("corral_sessions", "gauge", "Open MCP sessions, over every front end.")
-	fmt.Fprintf(&b, "corral_sessions %d\n", sessions)
-	if h != nil {
-		family("corral_event_streams", "gauge", "Open GET event streams of the HTTP front end.")
-		fmt.Fprintf(&b, "corral_event_streams %d\n", h.streams.Load())
-	}
-	io.WriteString(w, b.String())
-}
-
-// labelValue escapes a Prometheus label value.
-func labelValue(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }

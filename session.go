@@ -396,3 +396,11 @@ func modernLogger(b *backend) *related {
 	}
 	return mine
 }
+
+// inFlight returns how many of the session's requests are in flight. It is
+// safe for concurrent use.
+func (s *session) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}

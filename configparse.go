@@ -1,0 +1,635 @@
+package main
+
+// This file holds the parsing and validation of a config file: a parser that
+// collects every problem, each reported with the file, the server and the
+// field, and what to do; the expansion of ${NAME} references; and the
+// helpers that make the messages clear (the JSON kind of a value, a position
+// in the file, the nearest known key).
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// A parser collects the problems found in a config file.
+type parser struct {
+	getenv func(string) (string, bool)
+	errs   []configError
+}
+
+// A configError is one problem found in a config file.
+type configError struct {
+	server string // the name of the server entry, or "" for a top-level key
+	field  string // the key, within the server entry if server is not ""
+	msg    string
+}
+
+// errorf records a problem with field of server (or with a top-level key if
+// server is "").
+func (p *parser) errorf(server, field, format string, args ...any) {
+	p.errs = append(p.errs, configError{server, field, fmt.Sprintf(format, args...)})
+}
+
+// err returns the recorded problems as one error, sorted by server and field.
+func (p *parser) err(file string) error {
+	slices.SortStableFunc(p.errs, func(a, b configError) int {
+		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.field, b.field))
+	})
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		path := e.field
+		if e.server != "" {
+			path = "mcpServers." + quoteName(e.server)
+			if e.field != "" {
+				path += "." + e.field
+			}
+		}
+		errs[i] = fmt.Errorf("%s: %s: %s", file, path, e.msg)
+	}
+	return errors.Join(errs...)
+}
+
+// decode decodes data into the value ptr points to, the field of server (or
+// the top-level key if server is "").
+func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
+	err := json.Unmarshal(data, ptr)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &te):
+		p.errorf(server, field, "want %s, got %s", describeType(reflect.TypeOf(ptr).Elem()), te.Value)
+	default:
+		p.errorf(server, field, "%v", err)
+	}
+}
+
+// ignoredKeysMessage returns the warning for the ignored top-level keys.
+func ignoredKeysMessage(keys []string) string {
+	known := slices.Collect(maps.Keys(jsonFields(&Config{})))
+	quoted := make([]string, len(keys))
+	for i, key := range keys {
+		quoted[i] = strconv.Quote(key)
+		if near, ok := nearest(key, known); ok {
+			quoted[i] += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+	}
+	noun := "keys"
+	if len(keys) == 1 {
+		noun = "key"
+	}
+	return fmt.Sprintf("ignoring %s corral does not use: %s", noun, strings.Join(quoted, ", "))
+}
+
+// parseServers parses data, the value of the "mcpServers" key or nil if the
+// key is missing, and checks that it has a server to run.
+func (p *parser) parseServers(data json.RawMessage) map[string]*ServerConfig {
+	var entries map[string]json.RawMessage
+	if data != nil {
+		if err := json.Unmarshal(data, &entries); err != nil {
+			p.errorf("", "mcpServers", "want an object mapping server names to server entries, got %s", jsonKind(data))
+			return nil
+		}
+	}
+	servers := make(map[string]*ServerConfig)
+	enabled := 0
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		s := p.parseServer(name, entries[name])
+		servers[name] = s
+		if !s.Disabled {
+			enabled++
+		}
+	}
+
+	const example = `{"mcpServers": {"echo": {"command": "..."}}}`
+	switch {
+	case enabled > 0:
+	case len(servers) > 0:
+		p.errorf("", "mcpServers", `every server is disabled; enable one by removing "disabled": true, or add one, e.g. %s`, example)
+	default:
+		p.errorf("", "mcpServers", "no servers configured; add one, e.g. %s", example)
+	}
+	return servers
+}
+
+// foreignServerKeys are keys that other MCP clients put in server entries.
+// corral accepts them and ignores them, so that a desktop client's config file
+// can be used as is.
+var foreignServerKeys = []string{"alwaysAllow", "autoApprove", "description", "timeout"}
+
+// remoteServerTypes are the values of a server entry's "type" key that name a
+// remote (HTTP) server, which corral cannot run yet.
+var remoteServerTypes = []string{"http", "sse", "streamable-http"}
+
+// parseServer parses and validates the entry of the server with the given
+// name. A disabled server is only checked for types and unknown keys, and its
+// variables are not expanded. The result is never nil, even for an entry with
+// errors, so that it counts as a configured server.
+func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
+	s := &ServerConfig{name: name}
+	if name == "" {
+		p.errorf("", `mcpServers.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
+		return s
+	}
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
+		p.errorf(name, "", `want an object such as {"command": "npx"}, got %s`, jsonKind(data))
+		return s
+	}
+	p.decodeServer(s, entry)
+	if s.Disabled {
+		return s
+	}
+
+	if !validName(name) {
+		p.errorf(name, "", "invalid server name; use only letters, digits, '_', '.' and '-', since the name appears in tool prefixes and logs")
+	}
+	if raw, ok := entry["type"]; ok {
+		p.checkServerType(s, raw)
+	}
+	if s.URL != "" {
+		p.parseRemote(s, entry)
+	} else {
+		p.parseLocal(s)
+	}
+	p.validateServer(name, s)
+	return s
+}
+
+// decodeServer decodes each key of a server's entry into s, and reports the
+// keys it does not know, with the nearest known one where it is a likely
+// typo. The keys of other MCP clients are ignored, and "type" is left to
+// checkServerType.
+func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage) {
+	fields := jsonFields(s)
+	known := slices.Sorted(maps.Keys(fields))
+	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	delete(fields, "url") // checked below, with "type"
+	fields["url"] = &s.URL
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
+		switch {
+		case fields[key] != nil:
+			p.decode(s.name, key, entry[key], fields[key])
+		case key == "type", slices.Contains(foreignServerKeys, key):
+			// Checked below, or ignored.
+		default:
+			if near, ok := nearest(key, candidates); ok {
+				p.errorf(s.name, "", "unknown field %q; did you mean %q?", key, near)
+			} else {
+				p.errorf(s.name, "", "unknown field %q; known fields are %s", key, quoteList(known))
+			}
+		}
+	}
+}
+
+// checkServerType checks raw, the value of a server's "type" key, against
+// the server's url: "stdio" without one, a remote type with one.
+func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
+	name := s.name
+	var typ string
+	switch err := json.Unmarshal(raw, &typ); {
+	case err != nil:
+		p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
+	case typ == "sse":
+		p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
+	case typ == "stdio" && s.URL != "":
+		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
+	case slices.Contains(remoteServerTypes, typ) && s.URL == "":
+		p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
+	case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
+		p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
+	}
+}
+
+// parseRemote expands and checks the settings of a remote server, one with
+// a url: the url, and the headers. A remote server has none of a local
+// one's settings.
+func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) {
+	name := s.name
+	p.expand(s, "url", &s.URL)
+	u, err := url.Parse(s.URL)
+	switch {
+	case err != nil:
+		p.errorf(name, "url", "not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
+	}
+	for _, key := range []string{"command", "args", "env", "cwd"} {
+		if _, ok := entry[key]; ok {
+			p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Headers)) {
+		v := s.Headers[key]
+		p.expand(s, "headers."+key, &v)
+		s.Headers[key] = v
+	}
+}
+
+// parseLocal expands and checks the settings of a local server, one corral
+// runs: its command, args, env and cwd. A local server has no headers.
+func (p *parser) parseLocal(s *ServerConfig) {
+	name := s.name
+	if len(s.Headers) > 0 {
+		p.errorf(name, "headers", `only a remote server (with "url") has headers`)
+	}
+	p.expand(s, "command", &s.Command)
+	if s.Command == "" {
+		p.errorf(name, "command", `required (the program to run, e.g. "npx")`)
+	}
+	for i := range s.Args {
+		p.expand(s, fmt.Sprintf("args[%d]", i), &s.Args[i])
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.Env)) {
+		if key == "" || strings.Contains(key, "=") {
+			p.errorf(name, "env", "invalid variable name %q; a name must be non-empty and must not contain '='", key)
+			continue
+		}
+		v := s.Env[key]
+		p.expand(s, "env."+key, &v)
+		s.Env[key] = v
+	}
+	p.expand(s, "cwd", &s.Cwd)
+}
+
+// validateServer checks the settings every server has, local or remote.
+func (p *parser) validateServer(name string, s *ServerConfig) {
+	if s.Prefix != "" && !validName(s.Prefix) {
+		p.errorf(name, "prefix", "invalid prefix %q; use only letters, digits, '_', '.' and '-'", s.Prefix)
+	}
+	if s.RequestTimeout < 0 {
+		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
+	}
+	p.validateSupervision(name, s.Supervision)
+	if f := s.Tools; f != nil {
+		for _, list := range []struct {
+			field    string
+			patterns []string
+		}{{"tools.allow", f.Allow}, {"tools.deny", f.Deny}} {
+			for i, pat := range list.patterns {
+				if pat == "" {
+					p.errorf(name, fmt.Sprintf("%s[%d]", list.field, i), `empty pattern; write a tool name, or a glob such as "read_*"`)
+				}
+			}
+		}
+	}
+	if s.MaxInFlight < 0 {
+		p.errorf(name, "maxInFlight", "must not be negative, got %d; use a positive number, or remove the key to use the global maxInFlight", s.MaxInFlight)
+	}
+	for _, f := range []struct {
+		key string
+		n   int64
+	}{{"maxCatalogItems", int64(s.MaxCatalogItems)}, {"maxCatalogBytes", s.MaxCatalogBytes}} {
+		if f.n < 0 {
+			p.errorf(name, f.key, "must not be negative, got %d; use a positive number, or remove the key to use the global %s", f.n, f.key)
+		}
+	}
+}
+
+// validateSupervision reports negative settings of server (or the top level,
+// when server is "").
+func (p *parser) validateSupervision(server string, s Supervision) {
+	for _, f := range []struct {
+		key string
+		d   Duration
+	}{
+		{"restartDelay", s.RestartDelay}, {"maxRestartDelay", s.MaxRestartDelay},
+		{"stableAfter", s.StableAfter}, {"restartWindow", s.RestartWindow},
+		{"failedRetry", s.FailedRetry}, {"pingInterval", s.PingInterval},
+		{"pingTimeout", s.PingTimeout},
+	} {
+		if f.d < 0 {
+			p.errorf(server, f.key, "must not be negative, got %v; use a duration such as \"30s\", or remove the key for the default", f.d.D())
+		}
+	}
+	for _, f := range []struct {
+		key string
+		n   int
+	}{{"maxRestarts", s.MaxRestarts}, {"maxMissedPings", s.MaxMissedPings}} {
+		if f.n < 0 {
+			p.errorf(server, f.key, "must not be negative, got %d; use a positive number, or remove the key for the default", f.n)
+		}
+	}
+}
+
+// validate checks the top-level settings of c.
+func (p *parser) validate(c *Config) {
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				err = errors.New(ae.Err)
+			}
+			p.errorf("", "listen", "invalid address %q: %v; write host:port, e.g. %q", c.Listen, err, defaultListen)
+		}
+	}
+	durations := []struct {
+		key string
+		d   Duration
+		def time.Duration
+	}{
+		{"requestTimeout", c.RequestTimeout, defaultRequestTimeout},
+		{"startTimeout", c.StartTimeout, defaultStartTimeout},
+		{"stopGrace", c.StopGrace, defaultStopGrace},
+		{"killGrace", c.KillGrace, defaultKillGrace},
+		{"shutdownTimeout", c.ShutdownTimeout, defaultShutdownTimeout},
+		{"sessionIdleTimeout", c.SessionIdleTimeout, defaultSessionIdle},
+		{"readHeaderTimeout", c.ReadHeaderTimeout, defaultReadHeader},
+		{"readTimeout", c.ReadTimeout, defaultReadTimeout},
+	}
+	for _, f := range durations {
+		if f.d < 0 {
+			p.errorf("", f.key, "must not be negative, got %v; use a duration such as %q, or remove the key for the default (%v)", f.d.D(), f.def.String(), f.def)
+		}
+	}
+	limits := []struct {
+		key string
+		n   int64
+		def int64
+	}{
+		{"maxLineBytes", c.MaxLineBytes, defaultMaxLineBytes},
+		{"maxRequestBytes", c.MaxRequestBytes, defaultMaxRequestBytes},
+		{"maxInFlight", int64(c.MaxInFlight), defaultMaxInFlight},
+		{"maxSessions", int64(c.MaxSessions), defaultMaxSessions},
+		{"maxInFlightPerSession", int64(c.MaxInFlightPerSession), defaultMaxPerSession},
+		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
+		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
+		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
+		{"maxCatalogItems", int64(c.MaxCatalogItems), defaultMaxCatalogItems},
+		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
+		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
+		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
+		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
+		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
+	}
+	p.validateSupervision("", c.Supervision)
+	for _, f := range limits {
+		if f.n < 0 {
+			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)
+		}
+	}
+}
+
+// readToken reads the bearer token named by authTokenFile (relative to the
+// config file's directory) or authTokenEnv. A token never comes from the
+// command line, where other users could read it.
+func (p *parser) readToken(c *Config, path string) string {
+	switch {
+	case c.AuthTokenFile != "" && c.AuthTokenEnv != "":
+		p.errorf("", "authTokenFile", "set authTokenFile or authTokenEnv, not both")
+	case c.AuthTokenFile != "":
+		f := c.AuthTokenFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			p.errorf("", "authTokenFile", "cannot read the token: %v", err)
+			return ""
+		}
+		if token := strings.TrimSpace(string(data)); token != "" {
+			return token
+		}
+		p.errorf("", "authTokenFile", "%s is empty; put the token in it", f)
+	case c.AuthTokenEnv != "":
+		if token, ok := p.getenv(c.AuthTokenEnv); ok && strings.TrimSpace(token) != "" {
+			return strings.TrimSpace(token)
+		}
+		p.errorf("", "authTokenEnv", "the environment variable %s is not set or empty; export the token in it", c.AuthTokenEnv)
+	}
+	return ""
+}
+
+// expand expands the variables in *value, the field of server s, in place,
+// and records in s.shown how -check prints the field: with "****" for each
+// variable's value, whatever it is, since it may be a secret.
+func (p *parser) expand(s *ServerConfig, field string, value *string) {
+	v, err := expand(*value, p.getenv)
+	if err != nil {
+		p.errorf(s.name, field, "%v", err)
+		return
+	}
+	if strings.Contains(*value, "${") {
+		if s.shown == nil {
+			s.shown = map[string]string{}
+		}
+		s.shown[field], _ = expand(*value, func(string) (string, bool) { return secretMask, true })
+	}
+	*value = v
+}
+
+// expand returns s with each ${NAME} replaced by the value of the environment
+// variable NAME, looked up with getenv, and each ${NAME:-default} replaced by
+// that value or, if the variable is unset or empty, by default, taken
+// literally. "$$" stands for a literal "$", and a "$" followed by anything else
+// than "{" or "$" is kept as is. A value from the environment is not expanded
+// again.
+//
+// It is an error for NAME to be unset (without a default), for it not to be a
+// valid name (a letter or '_', then letters, digits and '_'), or for "${" to
+// have no closing "}".
+func expand(s string, getenv func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		switch {
+		case strings.HasPrefix(s, "$$"):
+			b.WriteByte('$')
+			s = s[2:]
+		case strings.HasPrefix(s, "${"):
+			end := strings.IndexByte(s, '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated %q; close it with \"}\", or write \"$$\" for a literal \"$\"", s)
+			}
+			ref := s[:end+1]
+			name, def, hasDefault := strings.Cut(s[2:end], ":-")
+			if !validVarName(name) {
+				return "", fmt.Errorf("invalid variable name %q in %s; a name is letters, digits and '_', not starting with a digit (write \"$$\" for a literal \"$\")", name, ref)
+			}
+			v, ok := getenv(name)
+			switch {
+			case hasDefault && v == "":
+				v = def
+			case !ok:
+				return "", fmt.Errorf("%s is not set; export it, or write ${%s:-default}", ref, name)
+			}
+			b.WriteString(v)
+			s = s[end+1:]
+		default:
+			b.WriteByte('$')
+			s = s[1:]
+		}
+	}
+}
+
+// validVarName reports whether name is a valid environment variable name in
+// a ${NAME} reference.
+func validVarName(name string) bool {
+	if name == "" || '0' <= name[0] && name[0] <= '9' {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// validName reports whether name, a server name or tool prefix, is non-empty
+// and made only of letters, digits, '_', '.' and '-'.
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '_' || r == '.' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteName returns name as it appears in messages: quoted if it is not a
+// valid server name.
+func quoteName(name string) string {
+	if validName(name) {
+		return name
+	}
+	return strconv.Quote(name)
+}
+
+// quoteList returns the quoted words, separated by commas.
+func quoteList(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = strconv.Quote(w)
+	}
+	return strings.Join(quoted, ", ")
+}
+
+// jsonFields returns a pointer to each field of the struct v points to, keyed
+// by the field's name in JSON.
+func jsonFields(v any) map[string]any {
+	rv := reflect.ValueOf(v).Elem()
+	fields := make(map[string]any)
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && key == "":
+			// An embedded struct's fields are keys of their own, as in
+			// encoding/json.
+			for k, ptr := range jsonFields(rv.Field(i).Addr().Interface()) {
+				fields[k] = ptr
+			}
+		case key != "" && key != "-":
+			fields[key] = rv.Field(i).Addr().Interface()
+		}
+	}
+	return fields
+}
+
+// describeType describes how a value of Go type t is written in JSON.
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Slice:
+		return "an array of " + strings.TrimPrefix(describeType(t.Elem()), "a ") + "s"
+	case reflect.Map:
+		return "an object with " + strings.TrimPrefix(describeType(t.Elem()), "a ") + " values"
+	}
+	return t.String()
+}
+
+// jsonKind returns the kind of the JSON value data: "object", "array",
+// "string", "number", "bool", or "null" (or "nothing" if data is empty).
+func jsonKind(data []byte) string {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// position returns the 1-based line and column of the byte at which a JSON
+// syntax error was found, given the error's Offset.
+func position(data []byte, offset int64) (line, col int) {
+	i := int(min(max(offset-1, 0), int64(len(data))))
+	before := data[:i]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[start:]) + 1
+}
+
+// nearest returns the candidate closest to word in edit distance, if it is
+// close enough to be a likely typo.
+func nearest(word string, candidates []string) (string, bool) {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		if d := levenshtein(word, c); bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best, bestDist >= 0 && bestDist <= 3 && 2*bestDist < len(word)
+}
+
+// levenshtein returns the edit distance between a and b: the fewest single
+// byte insertions, deletions and substitutions that turn a into b.
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,219 @@
+package main
+
+// This file holds the stdio front end: one MCP session served on corral's
+// own stdin and stdout (with -stdio). It sits beside http.go, the other front
+// end, and like it calls down into the gateway only; the line framing it
+// reads with is stdio.go's.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// stdioFrontEnd serves one session on a pair of streams. It lives for one
+// call of serveStdio; its fields are set before the goroutines it starts
+// read them.
+type stdioFrontEnd struct {
+	gw    *Gateway
+	log   *slog.Logger
+	drain time.Duration // how long calls in flight may take once ctx ends
+
+	// callCtx is every call's context: cancelled when the client is gone.
+	callCtx     context.Context
+	cancelCalls context.CancelFunc
+	calls       sync.WaitGroup // the requests in flight, one goroutine each
+
+	session *session
+
+	// lines goes to the writer, which owns out. It is closed once, under
+	// linesMu, when no call is left to send on it; notify drops what comes
+	// after.
+	lines       chan *reply
+	linesMu     sync.Mutex
+	linesClosed bool
+}
+
+// stdinRead is one line read from the client, or the error that ended or cut
+// it short.
+type stdinRead struct {
+	line []byte
+	err  error
+}
+
+// serveStdio serves one MCP session on in and out (corral's own stdin and
+// stdout with -stdio) until in ends or ctx ends. Requests are served
+// concurrently; each answer and notification is written as one line. When in
+// ends, the client is gone: calls in flight are cancelled. When ctx ends, no
+// new message is read and calls in flight have drain to finish. It blocks
+// until every call it started has returned and everything written has been
+// flushed to out.
+func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
+	f := &stdioFrontEnd{gw: gw, log: log, drain: drain, lines: make(chan *reply, relatedBuffer)}
+	f.callCtx, f.cancelCalls = context.WithCancel(context.Background())
+	defer f.cancelCalls()
+	writerDone := f.startWriter(out)
+	f.session = gw.newSession(f.notify)
+	reads := f.startReader(in, maxLine)
+	f.serve(ctx, reads)
+	f.finish(writerDone)
+}
+
+// startWriter starts the one goroutine that writes to out, and returns a
+// channel closed when it has written every line and returned; finish joins
+// it. Answers wait for it; notifications are dropped when it is behind (see
+// notify), like on an HTTP session's stream.
+func (f *stdioFrontEnd) startWriter(out io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bw := bufio.NewWriterSize(out, 64<<10)
+		for msg := range f.lines {
+			msg.WriteTo(bw)
+			bw.WriteByte('\n')
+			if err := bw.Flush(); err != nil {
+				f.log.Warn("writing to stdout", "err", err)
+			}
+		}
+	}()
+	return done
+}
+
+// notify sends a message of the session to the client, or drops it when the
+// writer is behind. It is safe for concurrent use, and may be called after
+// the session ends: a server's request to the client may be settled by its
+// timer then, and what it sends must not reach a closed lines.
+func (f *stdioFrontEnd) notify(msg []byte) {
+	f.linesMu.Lock()
+	defer f.linesMu.Unlock()
+	if f.linesClosed {
+		return
+	}
+	select {
+	case f.lines <- &reply{head: msg}:
+	default:
+	}
+}
+
+// startReader starts the goroutine that reads in line by line, and returns
+// the channel it sends each line on. It stops after the first error other
+// than an over-long line, or once the calls' context ends. It may stay
+// blocked in a read of in after serveStdio returns: in is corral's stdin,
+// and the process is about to exit, so nothing joins it.
+func (f *stdioFrontEnd) startReader(in io.Reader, maxLine int) <-chan stdinRead {
+	reads := make(chan stdinRead)
+	go func() {
+		lr := newLineReader(in, maxLine)
+		for {
+			line, err := lr.next()
+			select {
+			case reads <- stdinRead{line, err}:
+			case <-f.callCtx.Done():
+				return
+			}
+			if err != nil && !isTooLong(err) {
+				return
+			}
+		}
+	}()
+	return reads
+}
+
+// serve handles what the client sends until in ends or ctx ends; then, for
+// ctx, it waits for the calls in flight (see drainCalls).
+func (f *stdioFrontEnd) serve(ctx context.Context, reads <-chan stdinRead) {
+	for {
+		select {
+		case <-ctx.Done():
+			f.drainCalls()
+			return
+		case r := <-reads:
+			if !f.serveLine(r) {
+				return
+			}
+		}
+	}
+}
+
+// drainCalls lets the calls in flight finish, for at most drain, and then
+// cuts off the rest.
+func (f *stdioFrontEnd) drainCalls() {
+	f.gw.EndStreams()
+	done := make(chan struct{})
+	go func() { f.calls.Wait(); close(done) }() // ends with the last call; finish waits for them too
+	t := time.NewTimer(f.drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		f.log.Warn("calls still in flight at the end of shutdownTimeout are cut off")
+		f.gw.CutOff()
+	}
+}
+
+// serveLine handles one read from the client, and reports whether to read
+// on: false when in has ended or failed.
+func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
+	var tooLong *lineTooLongError
+	switch {
+	case errors.As(r.err, &tooLong):
+		f.lines <- errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})
+		return true
+	case r.err == io.EOF:
+		f.log.Info("stdin closed: the client has gone")
+		return false
+	case r.err != nil:
+		f.log.Warn("reading stdin", "err", r.err)
+		return false
+	}
+	if len(bytes.TrimSpace(r.line)) == 0 {
+		return true
+	}
+	msg, werr := decodeMessage(r.line)
+	if werr != nil {
+		var id json.RawMessage
+		if msg != nil {
+			id = msg.ID
+		}
+		f.lines <- errorReply(id, werr)
+		return true
+	}
+	f.dispatch(msg)
+	return true
+}
+
+// dispatch hands a message to the gateway: a notification or an answer to a
+// server's request at once, a request in a goroutine of its own, joined by
+// finish, whose answer goes to the writer.
+func (f *stdioFrontEnd) dispatch(msg *wireMsg) {
+	if msg.ID == nil || msg.Method == "" {
+		f.gw.handle(f.callCtx, f.session, msg, nil)
+		return
+	}
+	f.calls.Add(1)
+	go func() {
+		defer f.calls.Done()
+		if answer := f.gw.handle(f.callCtx, f.session, msg, nil); answer != nil {
+			f.lines <- answer
+		}
+	}()
+}
+
+// finish cancels the calls still in flight, ends the session, waits for
+// every call, then closes lines and waits for the writer to flush them.
+func (f *stdioFrontEnd) finish(writerDone <-chan struct{}) {
+	f.cancelCalls()
+	f.gw.endSession(f.session)
+	f.calls.Wait()
+	f.linesMu.Lock()
+	f.linesClosed = true
+	close(f.lines)
+	f.linesMu.Unlock()
+	<-writerDone
+}
