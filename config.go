@@ -169,7 +169,7 @@ type ServerConfig struct {
 
 	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
 	// If empty, tool names pass through unchanged (see the collision rule in
-	// the README).
+	// docs/protocol.md).
 	Prefix string `json:"prefix"`
 
 	// Tools, if set, filters the server's tools by their own names before
@@ -291,7 +291,7 @@ type Supervision struct {
 // ("1.5s", "2m") or as a number of seconds.
 type Duration time.Duration
 
-// Defaults, documented on the fields above and in the README.
+// Defaults, documented on the fields above and in docs/config.md.
 const (
 	defaultListen          = "127.0.0.1:8931"
 	defaultRequestTimeout  = 60 * time.Second

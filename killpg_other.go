@@ -11,7 +11,7 @@ import (
 // On Unix systems other than Linux there is no parent-death signal, no child
 // subreaper and no /proc: servers outlive a corral killed with SIGKILL, and
 // descendants that leave their server's process group outlive the server.
-// The README says so.
+// The README and docs/operations.md say so.
 
 var errNotLinux = errors.New("only on Linux")
 
