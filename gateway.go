@@ -470,6 +470,8 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 // back, or nil when the message needs none. ctx ends when the client goes
 // away. send delivers a message related to the request (progress, a server's
 // request to the client) on the request's own stream; it must not block.
+// What it does with a request is the method's op in the table of methods
+// (protocol.go), in the request's era: see handleLegacy and handleModern.
 func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send func([]byte)) *reply {
 	if msg.Method == "" {
 		g.clientAnswer(s, msg)
