@@ -356,6 +356,8 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 // back, or nil when the message needs none. ctx ends when the client goes
 // away. send delivers a message related to the request (progress, a server's
 // request to the client) on the request's own stream; it must not block.
+// What it does with a request is the method's op in the table of methods
+// (protocol.go), in the request's era: see handleLegacy and handleModern.
 func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send func([]byte)) *reply {
 	if msg.Method == "" {
 		g.clientAnswer(s, msg)
@@ -406,49 +408,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 		}
 		return r
 	}
-
-	var result any
-	var err error
-	switch msg.Method {
-	case "initialize":
-		result, err = g.initialize(ctx, s, msg.Params)
-	case "ping":
-		result = json.RawMessage("{}")
-	case "tools/list":
-		result, err = g.list(ctx, kindTool, msg.Params, nil)
-	case "prompts/list":
-		result, err = g.list(ctx, kindPrompt, msg.Params, nil)
-	case "resources/list":
-		result, err = g.list(ctx, kindResource, msg.Params, nil)
-	case "resources/templates/list":
-		result, err = g.list(ctx, kindTemplate, msg.Params, nil)
-	case "tools/call", "prompts/get", "resources/read", "completion/complete":
-		b, params, token, werr := g.route(ctx, msg)
-		if werr != nil {
-			return errorReply(msg.ID, werr)
-		}
-		r := g.forward(ctx, s, msg, b, params, token, send, nil)
-		if r == nil || s.wasCancelled(key) {
-			return nil // the client cancelled it: it wants no answer
-		}
-		return r
-	case "resources/subscribe":
-		result, err = g.subscribe(ctx, s, msg.Params)
-	case "resources/unsubscribe":
-		result, err = g.unsubscribe(ctx, s, msg.Params)
-	case "logging/setLevel":
-		result, err = g.setLogLevel(s, msg.Params)
-	default:
-		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
-	}
-	if err != nil {
-		return errorReply(msg.ID, asWireError(err))
-	}
-	raw, ok := result.(json.RawMessage)
-	if !ok {
-		raw, _ = json.Marshal(result)
-	}
-	return resultReply(msg.ID, raw)
+	return g.handleLegacy(ctx, s, msg, key, send)
 }
 
 func asWireError(err error) *wireError {
@@ -474,9 +434,6 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 		g.log.Debug("notification from client ignored", "method", msg.Method)
 	}
 }
-
-// codeResourceNotFound is MCP's error for a resource that does not exist.
-const codeResourceNotFound = -32002
 
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
@@ -505,89 +462,28 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 }
 
 // routeTo is route with the params decoded: name, uri, and a completion's
-// ref.
+// ref. The method's routing member (see methods) says which of them routes
+// it.
 func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
-	byName := func(k kind, name string) (*backend, string, *wireError) {
-		if name == "" {
-			return nil, "", &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
-		}
-		it := g.lookup(ctx, k, name)
-		if it == nil {
-			return nil, "", &wireError{Code: codeInvalidParams, Message: g.unknown(k, name)}
-		}
-		return it.backend, it.orig, nil
+	info := methods[msg.Method]
+	var b *backend
+	var params json.RawMessage
+	var werr *wireError
+	switch info.member {
+	case routeName:
+		b, params, werr = g.routeByName(ctx, msg, info.kind, name)
+	case routeURI:
+		b, params, werr = g.routeByURI(ctx, msg, uri)
+	default:
+		b, params, werr = g.routeByRef(ctx, msg, refType, refName, refURI)
 	}
-	byURI := func(uri string) (*backend, string, *wireError) {
-		if uri == "" {
-			return nil, "", &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must hold a uri"}
-		}
-		b, orig := g.resolveURI(ctx, uri)
-		if b == nil {
-			return nil, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, uri) + ", and no resource template matches it"}
-		}
-		return b, orig, nil
+	if werr != nil {
+		return nil, nil, werr
 	}
-	switch msg.Method {
-	case "tools/call", "prompts/get":
-		k := kindTool
-		if msg.Method == "prompts/get" {
-			k = kindPrompt
-		}
-		b, orig, err := byName(k, name)
-		if err != nil {
-			return nil, nil, err
-		}
-		params := msg.Params
-		if orig != name {
-			params = setMember(params, "name", orig)
-		}
-		return b, params, nil
-	case "resources/read":
-		b, orig, err := byURI(uri)
-		if err != nil {
-			return nil, nil, err
-		}
-		params := msg.Params
-		if orig != uri {
-			params = setMember(params, "uri", orig)
-		}
-		return b, params, nil
-	default: // completion/complete
-		var fields map[string]json.RawMessage
-		json.Unmarshal(msg.Params, &fields)
-		var ref map[string]json.RawMessage
-		json.Unmarshal(fields["ref"], &ref)
-		var b *backend
-		var werr *wireError
-		switch refType {
-		case "ref/prompt":
-			var orig string
-			if b, orig, werr = byName(kindPrompt, refName); werr == nil {
-				ref["name"], _ = json.Marshal(orig)
-			}
-		case "ref/resource":
-			var orig string
-			if it := g.lookup(ctx, kindTemplate, refURI); it != nil {
-				b, orig = it.backend, it.orig
-			} else {
-				b, orig, werr = byURI(refURI)
-			}
-			if werr == nil {
-				ref["uri"], _ = json.Marshal(orig)
-			}
-		default:
-			werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, refType)}
-		}
-		if werr != nil {
-			return nil, nil, werr
-		}
-		if b.capabilities()["completions"] == nil {
-			return nil, nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q does not offer completions", b.name)}
-		}
-		fields["ref"], _ = json.Marshal(ref)
-		params, _ := json.Marshal(fields)
-		return b, params, nil
+	if info.capability != "" && b.capabilities()[info.capability] == nil {
+		return nil, nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q does not offer %s", b.name, info.capability)}
 	}
+	return b, params, nil
 }
 
 // forward sends a client's request to backend b with params and returns the

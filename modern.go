@@ -26,22 +26,6 @@ import (
 // modernVersion is the one modern protocol version corral speaks.
 const modernVersion = "2026-07-28"
 
-// The _meta keys of the modern era.
-const (
-	metaVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaCaps       = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo = "io.modelcontextprotocol/clientInfo"
-	metaLogLevel   = "io.modelcontextprotocol/logLevel"
-	metaServerInfo = "io.modelcontextprotocol/serverInfo"
-)
-
-// The error codes of the modern era.
-const (
-	codeHeaderMismatch     = -32020 // an HTTP header disagrees with the body
-	codeMissingCapability  = -32021 // the client did not declare a capability the request needs
-	codeUnsupportedVersion = -32022 // the protocol version is not served
-)
-
 // modernRequest is what a modern request says of its client.
 type modernRequest struct {
 	caps     capabilities
@@ -109,8 +93,9 @@ func allVersions() []string { return append([]string{modernVersion}, protocolVer
 func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr *modernRequest, send func([]byte)) *reply {
 	var result any
 	var err error
-	switch msg.Method {
-	case "server/discover":
+	info := served(msg.Method, eraModern)
+	switch info.op {
+	case opDiscover:
 		g.waitFirstStarts(ctx)
 		res := map[string]any{
 			"supportedVersions": allVersions(),
@@ -121,20 +106,19 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 			res["instructions"] = in
 		}
 		result = res
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
-		k := map[string]kind{"tools/list": kindTool, "prompts/list": kindPrompt, "resources/list": kindResource, "resources/templates/list": kindTemplate}[msg.Method]
+	case opList:
 		meta, _ := json.Marshal(serverInfoMeta())
 		var page json.RawMessage
-		if page, err = g.list(ctx, k, msg.Params, meta); err == nil {
+		if page, err = g.list(ctx, info.kind, msg.Params, meta); err == nil {
 			result = page
 		}
-	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+	case opForward:
 		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
 		return g.forward(ctx, s, msg, b, params, token, send, mr)
-	case "subscriptions/listen":
+	case opListen:
 		return g.listen(ctx, msg, send)
 	default:
 		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", msg.Method, modernVersion)}
@@ -146,7 +130,7 @@ func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr
 	if !ok {
 		raw, _ = json.Marshal(result)
 	}
-	return completeReply(msg.ID, raw, cacheable(msg.Method))
+	return completeReply(msg.ID, raw, info.cacheable)
 }
 
 // listen serves subscriptions/listen: the changes of the lists the client
@@ -182,7 +166,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		if json.Unmarshal(note, &m) != nil || !want[m.Method] {
 			return
 		}
-		line, _ := encodeNotification(m.Method, setMeta(m.Params, "io.modelcontextprotocol/subscriptionId", subID))
+		line, _ := encodeNotification(m.Method, setMeta(m.Params, metaSubscriptionID, subID))
 		send(line[:len(line)-1])
 	}
 	g.sessions.add(ls)
@@ -204,7 +188,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 	if len(honoured) > 0 {
 		ack["resourceSubscriptions"] = honoured
 	}
-	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{"io.modelcontextprotocol/subscriptionId": subID}, "notifications": ack})
+	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": ack})
 	line, _ := encodeNotification("notifications/subscriptions/acknowledged", params)
 	send(line[:len(line)-1])
 	select {
@@ -214,7 +198,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		}
 	case <-g.quiet.Done():
 	}
-	raw, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{"io.modelcontextprotocol/subscriptionId": subID}})
+	raw, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
 	return resultReply(msg.ID, raw)
 }
 
@@ -255,16 +239,6 @@ func completeReply(id, result json.RawMessage, cacheable bool) *reply {
 	r.head = append(r.head, "{"+members+","...)
 	r.result = result[i+1:]
 	return r
-}
-
-// cacheable reports whether the result of method is cacheable in the
-// modern era, and so has ttlMs and cacheScope.
-func cacheable(method string) bool {
-	switch method {
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read", "server/discover":
-		return true
-	}
-	return false
 }
 
 // serverInfoMeta is the _meta of a result corral makes itself.
@@ -504,15 +478,11 @@ func checkModernHeaders(get func(string) string, msg *wireMsg) *wireError {
 	if v := strings.TrimSpace(get("Mcp-Method")); v != msg.Method {
 		return mismatch("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)
 	}
-	var member string
-	switch msg.Method {
-	case "tools/call", "prompts/get":
-		member = "name"
-	case "resources/read":
-		member = "uri"
-	default:
+	info := methods[msg.Method]
+	if !info.mcpName {
 		return nil
 	}
+	member := info.member
 	var p map[string]json.RawMessage
 	json.Unmarshal(msg.Params, &p)
 	var want string

@@ -16,19 +16,6 @@ import (
 	"unicode/utf8"
 )
 
-// JSON-RPC error codes corral uses. The first five are JSON-RPC's own; the
-// last two are in the range JSON-RPC leaves to servers, with the meanings the
-// official TypeScript SDK gives them.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternalError  = -32603
-	codeUnavailable    = -32000 // the server is not running, has exited, or is too busy
-	codeTimeout        = -32001 // the server did not answer in time
-)
-
 // wireMsg is one JSON-RPC message, decoded only as far as routing needs: the
 // params, result and error data stay raw JSON and are passed on as they are.
 type wireMsg struct {

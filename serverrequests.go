@@ -79,12 +79,9 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
 		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
 	}
-	capability, known := map[string]string{
-		"sampling/createMessage": "sampling",
-		"elicitation/create":     "elicitation",
-		"roots/list":             "roots",
-	}[msg.Method]
-	if !known {
+	info, known := methods[msg.Method]
+	capability := info.capability
+	if !known || info.from != fromServer || info.notification {
 		fail(codeMethodNotFound, "corral does not pass %s from servers to clients", msg.Method)
 		return
 	}

@@ -1,0 +1,51 @@
+package main
+
+import "testing"
+
+func TestMethodsAgreeWithTheCatalogKinds(t *testing.T) {
+	for k := range numKinds {
+		list, changed := kinds[k].list, kinds[k].changed
+		if info := methods[list]; info.op != opList || info.kind != k || !info.cacheable {
+			t.Errorf("methods[%q] = %+v, want opList of kind %d, cacheable", list, info, k)
+		}
+		if info := methods[changed]; info.from != fromServer || !info.notification {
+			t.Errorf("methods[%q] = %+v, want a notification from servers", changed, info)
+		}
+	}
+}
+
+func TestServedDependsOnTheEra(t *testing.T) {
+	tests := []struct {
+		method string
+		era    era
+		want   op
+	}{
+		{"initialize", eraLegacy, opInitialize},
+		{"initialize", eraModern, opNone},
+		{"server/discover", eraModern, opDiscover},
+		{"server/discover", eraLegacy, opNone},
+		{"tools/call", eraLegacy, opForward},
+		{"tools/call", eraModern, opForward},
+		{"subscriptions/listen", eraLegacy, opNone},
+		{"resources/subscribe", eraModern, opNone},
+		{"notifications/initialized", eraLegacy, opNone}, // a notification is not a request
+		{"sampling/createMessage", eraLegacy, opNone},    // a server's request, not a client's
+		{"no/such/method", eraLegacy, opNone},
+	}
+	for _, tt := range tests {
+		if got := served(tt.method, tt.era).op; got != tt.want {
+			t.Errorf("served(%q, %d).op = %d, want %d", tt.method, tt.era, got, tt.want)
+		}
+	}
+}
+
+func TestForwardedRequestsHaveARoutingMember(t *testing.T) {
+	for name, info := range methods {
+		if info.op == opForward && info.member == "" {
+			t.Errorf("methods[%q] is forwarded but has no routing member", name)
+		}
+		if info.mcpName && info.member != routeName && info.member != routeURI {
+			t.Errorf("methods[%q] puts its routing member %q in Mcp-Name, which holds a name or a URI", name, info.member)
+		}
+	}
+}

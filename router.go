@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The steps of the router: what Gateway.handle does with a legacy request,
+// and how Gateway.routeTo finds the server a forwarded request goes to, by
+// the method's routing member (see methods in protocol.go).
+
+// handleLegacy serves a request of a legacy client's session: corral answers
+// it, or forwards it to the server its routing member names. key is the
+// request's key in the session's inflight. It returns nil
+// if the client cancelled a forwarded request: it wants no answer.
+func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, key string, send func([]byte)) *reply {
+	info := served(msg.Method, eraLegacy)
+	var result any
+	var err error
+	switch info.op {
+	case opInitialize:
+		result, err = g.initialize(ctx, s, msg.Params)
+	case opPing:
+		result = json.RawMessage("{}")
+	case opList:
+		result, err = g.list(ctx, info.kind, msg.Params, nil)
+	case opForward:
+		b, params, token, werr := g.route(ctx, msg)
+		if werr != nil {
+			return errorReply(msg.ID, werr)
+		}
+		r := g.forward(ctx, s, msg, b, params, token, send, nil)
+		if r == nil || s.wasCancelled(key) {
+			return nil // the client cancelled it: it wants no answer
+		}
+		return r
+	case opSubscribe:
+		result, err = g.subscribe(ctx, s, msg.Params)
+	case opUnsubscribe:
+		result, err = g.unsubscribe(ctx, s, msg.Params)
+	case opSetLevel:
+		result, err = g.setLogLevel(s, msg.Params)
+	default:
+		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
+	}
+	if err != nil {
+		return errorReply(msg.ID, asWireError(err))
+	}
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		raw, _ = json.Marshal(result)
+	}
+	return resultReply(msg.ID, raw)
+}
+
+// routeByName routes a request whose params name an item of kind k: to the
+// server that offers it, with the server's own name for it in the params.
+func (g *Gateway) routeByName(ctx context.Context, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := g.itemByName(ctx, msg.Method, k, name)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	params := msg.Params
+	if orig != name {
+		params = setMember(params, routeName, orig)
+	}
+	return b, params, nil
+}
+
+// routeByURI routes a request whose params hold a resource URI: to the
+// server that serves it, with the server's own URI in the params.
+func (g *Gateway) routeByURI(ctx context.Context, msg *wireMsg, uri string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := g.itemByURI(ctx, msg.Method, uri)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	params := msg.Params
+	if orig != uri {
+		params = setMember(params, routeURI, orig)
+	}
+	return b, params, nil
+}
+
+// routeByRef routes a completion by its ref, a prompt's name or a resource
+// (template) URI: to the server that offers it, with the server's own name
+// or URI in the ref.
+func (g *Gateway) routeByRef(ctx context.Context, msg *wireMsg, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(msg.Params, &fields)
+	var ref map[string]json.RawMessage
+	json.Unmarshal(fields[routeRef], &ref)
+	var b *backend
+	var werr *wireError
+	switch refType {
+	case "ref/prompt":
+		var orig string
+		if b, orig, werr = g.itemByName(ctx, msg.Method, kindPrompt, refName); werr == nil {
+			ref[routeName], _ = json.Marshal(orig)
+		}
+	case "ref/resource":
+		var orig string
+		if it := g.lookup(ctx, kindTemplate, refURI); it != nil {
+			b, orig = it.backend, it.orig
+		} else {
+			b, orig, werr = g.itemByURI(ctx, msg.Method, refURI)
+		}
+		if werr == nil {
+			ref[routeURI], _ = json.Marshal(orig)
+		}
+	default:
+		werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, refType)}
+	}
+	if werr != nil {
+		return nil, nil, werr
+	}
+	fields[routeRef], _ = json.Marshal(ref)
+	params, _ := json.Marshal(fields)
+	return b, params, nil
+}
+
+// itemByName returns the server that offers the item of kind k clients call
+// name, and the server's own name for it, or the error to answer method
+// with.
+func (g *Gateway) itemByName(ctx context.Context, method string, k kind, name string) (*backend, string, *wireError) {
+	if name == "" {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
+	}
+	it := g.lookup(ctx, k, name)
+	if it == nil {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: g.unknown(k, name)}
+	}
+	return it.backend, it.orig, nil
+}
+
+// itemByURI returns the server that serves the resource URI uri, and the
+// server's own URI for it, or the error to answer method with.
+func (g *Gateway) itemByURI(ctx context.Context, method string, uri string) (*backend, string, *wireError) {
+	if uri == "" {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
+	}
+	b, orig := g.resolveURI(ctx, uri)
+	if b == nil {
+		return nil, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, uri) + ", and no resource template matches it"}
+	}
+	return b, orig, nil
+}
