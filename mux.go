@@ -78,7 +78,8 @@ func unavailable(format string, args ...any) *wireError {
 }
 
 // mux carries any number of concurrent requests, from any number of clients,
-// over one server's stdin and stdout. It numbers the requests it sends itself,
+// over one connection to a server (a msgConn: a child's stdin and stdout, or
+// a remote server's session). It numbers the requests it sends itself,
 // so callers' IDs never meet the server and never collide. Its methods are
 // safe for concurrent use.
 type mux struct {
@@ -90,7 +91,7 @@ type mux struct {
 	// reading goroutine; it must not block. If nil, they get -32601.
 	onRequest func(*wireMsg)
 
-	out    chan []byte   // lines for the server's stdin, written by writeLoop alone
+	out    chan []byte   // messages for the server, each with a newline, written by writeLoop alone
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
 
@@ -114,7 +115,8 @@ type mux struct {
 }
 
 // newMux returns a mux for the server called name that allows at most
-// maxInFlight requests at once. The caller runs writeLoop and readLoop.
+// maxInFlight requests at once. The caller runs writeLoop and readLoop on
+// the connection.
 func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireMsg)) *mux {
 	return &mux{
 		name:     name,
@@ -419,13 +421,13 @@ func (m *mux) inFlight() int {
 	return len(m.pending)
 }
 
-// writeLoop writes queued lines to w, the server's stdin, one at a time,
-// until the mux closes or a write fails, which closes the mux.
-func (m *mux) writeLoop(w io.Writer) {
+// writeLoop writes queued messages to c, one at a time, until the mux
+// closes or a write fails, which closes the mux.
+func (m *mux) writeLoop(c msgConn) {
 	for {
 		select {
 		case line := <-m.out:
-			if _, err := w.Write(line); err != nil {
+			if err := c.WriteMessage(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
 				m.close(unavailable("server %q stopped reading its stdin: %v", m.name, err))
 				return
 			}
@@ -435,15 +437,14 @@ func (m *mux) writeLoop(w io.Writer) {
 	}
 }
 
-// readLoop reads the server's messages from r until it fails or reaches EOF,
-// and returns that error. Answers go to their callers; lines that are not
-// JSON-RPC are logged and skipped; a line over maxLine bytes fails the one
-// request it answers. readLoop does not close the mux: the owner does, once it
-// knows why the server went away.
-func (m *mux) readLoop(r io.Reader, maxLine int) error {
-	lr := newLineReader(r, maxLine)
+// readLoop reads the server's messages from c until the connection is over,
+// and returns the error that ended it. Answers go to their callers;
+// messages that are not JSON-RPC are logged and skipped; a message over the
+// connection's size limit fails the one request it answers. readLoop does
+// not close the mux: the owner does, once it knows why the server went away.
+func (m *mux) readLoop(c msgConn) error {
 	for {
-		line, err := lr.next()
+		line, err := c.ReadMessage()
 		m.lastRead.Store(time.Now().UnixNano())
 		var tooLong *lineTooLongError
 		if errors.As(err, &tooLong) {
