@@ -4,8 +4,10 @@ package main
 // connection that carries whole JSON-RPC messages, one at a time, whatever
 // the framing underneath (newline-delimited pipes, or Streamable HTTP).
 
+import "fmt"
+
 // msgConn is one connection to a server, message by message. The mux runs
-// over any msgConn: a child's pipes (pipeConn, stdio.go) or a remote server
+// over any msgConn: a child's pipes (lineConn, stdio.go) or a remote server
 // (remoteConn, remote.go).
 type msgConn interface {
 	// ReadMessage blocks until the server's next message and returns it,
@@ -28,4 +30,18 @@ type msgConn interface {
 	// transport asks, and blocks until that is done. It may be called more
 	// than once, and concurrently with the other methods, which then fail.
 	Close() error
+}
+
+// lineTooLongError reports a message (a line, on a child's stdout) over the
+// connection's maximum, maxLineBytes. It has been read and thrown away; id
+// holds the raw JSON of its top-level "id" member, if one
+// was found in it, so that the one request it answers can be failed.
+type lineTooLongError struct {
+	size int64
+	max  int
+	id   []byte
+}
+
+func (e *lineTooLongError) Error() string {
+	return fmt.Sprintf("message of %d bytes or more is over the %d-byte line limit (maxLineBytes)", e.size, e.max)
 }

@@ -528,19 +528,6 @@ func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// lineTooLongError reports a line over the maximum. The line has been read
-// and thrown away; id holds the raw JSON of its top-level "id" member, if one
-// was found in it, so that the one request it answers can be failed.
-type lineTooLongError struct {
-	size int64
-	max  int
-	id   []byte
-}
-
-func (e *lineTooLongError) Error() string {
-	return fmt.Sprintf("message of %d bytes or more is over the %d-byte line limit (maxLineBytes)", e.size, e.max)
-}
-
 // next returns the next line without its line ending, in a slice of its own.
 // A line longer than the maximum is read to its end and reported as a
 // *lineTooLongError; the reader stays usable. At the end of input, next
