@@ -35,6 +35,13 @@ const (
 )
 
 const (
+	// remoteHeld is how much of a message any response's reader may hold:
+	// past it, the reader of a larger message takes the connection's one
+	// token for large messages first, so that memory stays bounded (by
+	// remoteHeld a response, and one maxLine) whatever the size and number
+	// of the messages in flight. Messages no larger flow past it.
+	remoteHeld = 256 << 10
+
 	// remoteKeptBuf is the most a response's reader keeps of the buffer a
 	// message grew, for the next message.
 	remoteKeptBuf = 512 << 10
@@ -71,7 +78,8 @@ type remoteConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	in chan inbound // the server's messages, each whole, for ReadMessage
+	in  chan inbound  // the server's messages, each whole, for ReadMessage
+	big chan struct{} // holds the one token for reading a message over remoteHeld
 
 	mu        sync.Mutex
 	sessionID string               // the server's Mcp-Session-Id, once initialize is answered
@@ -107,7 +115,7 @@ func dialRemote(name, url string, headers map[string]string, client *http.Client
 		log:        log.With("url", shown),
 		maxMessage: remoteMaxMessage, maxLine: defaultMaxLineBytes, closeGrace: defaultStopGrace,
 		retryMin: remoteRetryMin, retryMax: remoteRetryMax,
-		ctx: ctx, cancel: cancel, in: make(chan inbound),
+		ctx: ctx, cancel: cancel, in: make(chan inbound), big: make(chan struct{}, 1),
 		gate: gate, inflight: map[string]*outgoing{}, done: make(chan struct{}),
 	}
 }
@@ -159,6 +167,18 @@ func (c *remoteConn) deliver(msg []byte, err error) error {
 	case c.in <- inbound{msg, err}:
 		return nil
 	case <-c.done:
+		return errConnOver
+	}
+}
+
+// takeBig waits for the token for reading a message over remoteHeld, and
+// fails once the connection is over. The caller gives it back with
+// <-c.big.
+func (c *remoteConn) takeBig() error {
+	select {
+	case c.big <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
 		return errConnOver
 	}
 }

@@ -17,7 +17,8 @@ var errTooBig = errors.New("message over the size limit")
 // msgReader delivers the messages of one response, each compacted and
 // whole once read: JSON-RPC messages, or arrays of them, in a JSON body or
 // in the data of server-sent events. It holds at most one message, of at
-// most maxLine bytes, and tells whether one answered the request the
+// most maxLine bytes, and past remoteHeld only with the connection's token
+// for large messages. It tells whether one answered the request the
 // response is for. It is not safe for concurrent use.
 type msgReader struct {
 	c        *remoteConn
@@ -48,6 +49,7 @@ type msgReader struct {
 	buf  []byte // the message's bytes so far, unless it is over maxLine
 	size int64  // the message's size so far
 	over bool   // the message is over maxLine: its bytes are not kept
+	big  bool   // holds the connection's token for a message over remoteHeld
 }
 
 // errLineBreak reports a raw line break inside a string, invalid in JSON,
@@ -240,8 +242,9 @@ func (r *msgReader) start() {
 	r.id, r.idLong, r.method, r.answer, r.size, r.over = r.id[:0], false, false, false, 0, false
 }
 
-// emit adds bytes of the message. A message over the connection's maxLine
-// is no longer kept, only counted: it fails the request it answers.
+// emit adds bytes of the message. A message over remoteHeld waits for the
+// connection's token for large messages; one over maxLine is no longer
+// kept, only counted: it fails the request it answers.
 func (r *msgReader) emit(b []byte) error {
 	r.size += int64(len(b))
 	switch {
@@ -250,6 +253,12 @@ func (r *msgReader) emit(b []byte) error {
 	case r.size > int64(r.c.maxLine):
 		r.over, r.buf = true, r.buf[:0]
 	default:
+		if r.size > remoteHeld && !r.big {
+			if err := r.c.takeBig(); err != nil {
+				return err
+			}
+			r.big = true
+		}
 		r.buf = append(r.buf, b...)
 	}
 	return nil
@@ -285,9 +294,14 @@ func (r *msgReader) end() error {
 	return r.c.deliver(bytes.Clone(r.buf), nil)
 }
 
-// reset forgets the message's bytes; what a large message grew is not kept
-// for the next.
+// reset forgets the message's bytes, and gives back the token for large
+// messages if it holds it; what a large message grew is not kept for the
+// next.
 func (r *msgReader) reset() {
+	if r.big {
+		<-r.c.big
+		r.big = false
+	}
 	r.buf = r.buf[:0]
 	if cap(r.buf) > remoteKeptBuf {
 		r.buf = nil
