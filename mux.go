@@ -65,7 +65,8 @@ func unavailable(format string, args ...any) *wireError {
 }
 
 // mux carries any number of concurrent requests, from any number of clients,
-// over one server's stdin and stdout. It numbers the requests it sends itself,
+// over one connection to a server (a msgConn: a child's stdin and stdout, or
+// a remote server's session). It numbers the requests it sends itself,
 // so callers' IDs never meet the server and never collide. Its methods are
 // safe for concurrent use.
 type mux struct {
@@ -77,7 +78,7 @@ type mux struct {
 	// reading goroutine; it must not block. If nil, they get -32601.
 	onRequest func(*wireMsg)
 
-	out    chan []byte   // lines for the server's stdin, written by writeLoop alone
+	out    chan []byte   // messages for the server, each with a newline, written by writeLoop alone
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
 
@@ -101,7 +102,8 @@ type mux struct {
 }
 
 // newMux returns a mux for the server called name that allows at most
-// maxInFlight requests at once. The caller runs writeLoop and readLoop.
+// maxInFlight requests at once. The caller runs writeLoop and readLoop on
+// the connection.
 func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireMsg)) *mux {
 	return &mux{
 		name:     name,
@@ -406,13 +408,13 @@ func (m *mux) inFlight() int {
 	return len(m.pending)
 }
 
-// writeLoop writes queued lines to w, the server's stdin, one at a time,
-// until the mux closes or a write fails, which closes the mux.
-func (m *mux) writeLoop(w io.Writer) {
+// writeLoop writes queued messages to c, one at a time, until the mux
+// closes or a write fails, which closes the mux.
+func (m *mux) writeLoop(c msgConn) {
 	for {
 		select {
 		case line := <-m.out:
-			if _, err := w.Write(line); err != nil {
+			if err := c.WriteMessage(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
 				m.close(unavailable("server %q stopped reading its stdin: %v", m.name, err))
 				return
 			}
@@ -422,15 +424,14 @@ func (m *mux) writeLoop(w io.Writer) {
 	}
 }
 
-// readLoop reads the server's messages from r until it fails or reaches EOF,
-// and returns that error. Answers go to their callers; lines that are not
-// JSON-RPC are logged and skipped; a line over maxLine bytes fails the one
-// request it answers. readLoop does not close the mux: the owner does, once it
-// knows why the server went away.
-func (m *mux) readLoop(r io.Reader, maxLine int) error {
-	lr := newLineReader(r, maxLine)
+// readLoop reads the server's messages from c until the connection is over,
+// and returns the error that ended it. Answers go to their callers;
+// messages that are not JSON-RPC are logged and skipped; a message over the
+// connection's size limit fails the one request it answers. readLoop does
+// not close the mux: the owner does, once it knows why the server went away.
+func (m *mux) readLoop(c msgConn) error {
 	for {
-		line, err := lr.next()
+		line, err := c.ReadMessage()
 		m.lastRead.Store(time.Now().UnixNano())
 		var tooLong *lineTooLongError
 		if errors.As(err, &tooLong) {
@@ -522,86 +523,6 @@ func decodeServerLine(line []byte) (*wireMsg, error) {
 		msg.ID = nil
 	}
 	return &msg, nil
-}
-
-// members calls f with the name and raw value of each member of the JSON
-// object in data, which must be valid JSON; it does nothing if data is not
-// an object. Member names with escapes are passed as written.
-func members(data []byte, f func(key string, value []byte)) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != '"' {
-			return // '}' or the end
-		}
-		end := skipString(data, i)
-		key := string(data[i+1 : end-1])
-		i = skipSpace(data, end)
-		i = skipSpace(data, i+1) // past ':'
-		start := i
-		i = skipValue(data, i)
-		f(key, data[start:i])
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string starting at data[i].
-func skipString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// skipValue returns the index just past the value starting at data[i].
-func skipValue(data []byte, i int) int {
-	depth := 0
-	for i < len(data) {
-		switch c := data[i]; c {
-		case '"':
-			i = skipString(data, i)
-			if depth == 0 {
-				return i
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-		i++
-	}
-	return i
 }
 
 // deliver hands an answer to the caller waiting for it.

@@ -30,8 +30,9 @@ func newTestMux(t *testing.T, maxInFlight, maxLine int) (*mux, *pipeServer) {
 	m := newMux("test", maxInFlight, slog.New(slog.DiscardHandler), nil)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); m.writeLoop(stdinW) }()
-	go func() { defer wg.Done(); m.readLoop(stdoutR, maxLine) }()
+	conn := newLineConn(stdoutR, stdinW, maxLine, nil)
+	go func() { defer wg.Done(); m.writeLoop(conn) }()
+	go func() { defer wg.Done(); m.readLoop(conn) }()
 	t.Cleanup(func() {
 		m.close(errors.New("test over"))
 		stdoutW.Close()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -19,8 +18,8 @@ import (
 )
 
 // A remote MCP server, reached over Streamable HTTP (MCP 2025-11-25, and the
-// request headers of 2026-07-28), made to look like a child's stdin and
-// stdout, so that a mux and a backend serve it as they serve a process.
+// request headers of 2026-07-28), as a msgConn, so that a mux and a backend
+// serve it as they serve a process.
 
 // Limits and durations of a remote connection; each is a field of
 // remoteConn set from these, which tests may change before the first write.
@@ -36,16 +35,16 @@ const (
 )
 
 const (
-	// remoteHeld is how much of a message is held before it is written out:
-	// a message no larger is written whole, so that a server slow to send
-	// it holds up no other response; a larger one is written as it arrives,
-	// with the stdout lock held, so that memory stays bounded whatever the
-	// size and number of messages in flight.
+	// remoteHeld is how much of a message any response's reader may hold:
+	// past it, the reader of a larger message takes the connection's one
+	// token for large messages first, so that memory stays bounded (by
+	// remoteHeld a response, and one maxLine) whatever the size and number
+	// of the messages in flight. Messages no larger flow past it.
 	remoteHeld = 256 << 10
 
-	// remoteChunk is the size of the pieces in which a large message is
-	// written out.
-	remoteChunk = 64 << 10
+	// remoteKeptBuf is the most a response's reader keeps of the buffer a
+	// message grew, for the next message.
+	remoteKeptBuf = 512 << 10
 
 	// remoteReadBuf is the size of the buffer a response is read with; one
 	// is allocated for each response, and a line longer than it is read in
@@ -56,12 +55,12 @@ const (
 	remoteErrorBody = 64 << 10
 )
 
-// remoteConn speaks Streamable HTTP to one remote MCP server and presents it
-// as a child process's pipes: each line written to Stdin is POSTed as one
-// message, concurrently with the others, and every message the server sends
-// back (in a JSON answer, in a POST's event stream, or in the GET stream) is
-// one line on Stdout, whole, never interleaved with another. Its methods are
-// safe for concurrent use.
+// remoteConn speaks Streamable HTTP to one remote MCP server, as a msgConn:
+// each message written is POSTed, concurrently with the others, and every
+// message the server sends back (in a JSON answer, in a POST's event stream,
+// or in the GET stream) is read whole, compacted, then returned by
+// ReadMessage: a large message being read holds up no other. Its methods
+// are safe for concurrent use.
 type remoteConn struct {
 	name    string
 	url     string
@@ -71,18 +70,16 @@ type remoteConn struct {
 	log     *slog.Logger
 
 	maxMessage         int64
+	maxLine            int           // the largest message passed on: a larger one fails its request
+	closeGrace         time.Duration // how long Close waits for the DELETE that ends the session
 	retryMin, retryMax time.Duration
 
 	// ctx ends when the connection is over, which aborts every request.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	stdout *io.PipeReader
-	pw     *io.PipeWriter
-	outMu  sync.Mutex // held while a message is written to pw
-
-	wmu     sync.Mutex // serializes writes to Stdin
-	partial []byte     // the start of a line written to Stdin without its newline
+	in  chan inbound  // the server's messages, each whole, for ReadMessage
+	big chan struct{} // holds the one token for reading a message over remoteHeld
 
 	mu        sync.Mutex
 	sessionID string               // the server's Mcp-Session-Id, once initialize is answered
@@ -103,22 +100,22 @@ type remoteConn struct {
 // messages, that sends headers with every request and makes its requests
 // with client (http.DefaultClient if nil; it must have no Timeout, which
 // would cut off long calls and the GET stream). It does no I/O until a
-// message is written to Stdin. The caller runs the mux on Stdin and Stdout
-// and calls Close when done.
+// message is written. The caller runs the mux on it and calls Close when
+// done.
 func dialRemote(name, url string, headers map[string]string, client *http.Client, log *slog.Logger) *remoteConn {
 	if client == nil {
 		client = http.DefaultClient
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	gate := make(chan struct{})
 	close(gate)
 	shown := shownURL(url)
 	return &remoteConn{
 		name: name, url: url, shown: shown, headers: maps.Clone(headers), client: client,
 		log:        log.With("url", shown),
-		maxMessage: remoteMaxMessage, retryMin: remoteRetryMin, retryMax: remoteRetryMax,
-		ctx: ctx, cancel: cancel, stdout: pr, pw: pw,
+		maxMessage: remoteMaxMessage, maxLine: defaultMaxLineBytes, closeGrace: defaultStopGrace,
+		retryMin: remoteRetryMin, retryMax: remoteRetryMax,
+		ctx: ctx, cancel: cancel, in: make(chan inbound), big: make(chan struct{}, 1),
 		gate: gate, inflight: map[string]*outgoing{}, done: make(chan struct{}),
 	}
 }
@@ -133,20 +130,65 @@ func shownURL(raw string) string {
 	return u.String()
 }
 
-// Stdin returns the writer the mux's writeLoop writes to: each
-// newline-terminated line is one JSON-RPC message, POSTed in the background.
-// A write never waits for the network; it fails with Err once the connection
-// is over.
-func (c *remoteConn) Stdin() io.Writer { return remoteStdin{c} }
+// inbound is one message read from the server, or a *lineTooLongError
+// for one over maxLine.
+type inbound struct {
+	msg []byte
+	err error
+}
 
-// Stdout returns the reader the mux's readLoop reads: one line for each
-// message of the server. It ends with io.EOF when the connection is over.
-// The server's messages wait, unread, while the reader does not read.
-func (c *remoteConn) Stdout() io.Reader { return c.stdout }
+// WriteMessage starts posting msg, one JSON-RPC message, in the background:
+// it never waits for the network, and keeps msg. It fails with Err once the
+// connection is over.
+func (c *remoteConn) WriteMessage(msg []byte) error {
+	if len(bytes.TrimSpace(msg)) == 0 {
+		return nil
+	}
+	return c.send(msg)
+}
+
+// ReadMessage returns the server's next message, whole and compacted, or a
+// *lineTooLongError for one over maxLine, which was dropped. It returns
+// io.EOF once the connection is over. The server's messages wait, unread,
+// while no one reads.
+func (c *remoteConn) ReadMessage() ([]byte, error) {
+	select {
+	case in := <-c.in:
+		return in.msg, in.err
+	case <-c.done:
+		return nil, io.EOF
+	}
+}
+
+// deliver passes one message (or the error for one) to ReadMessage. It
+// blocks until it is read, and fails once the connection is over.
+func (c *remoteConn) deliver(msg []byte, err error) error {
+	select {
+	case c.in <- inbound{msg, err}:
+		return nil
+	case <-c.done:
+		return errConnOver
+	}
+}
+
+// takeBig waits for the token for reading a message over remoteHeld, and
+// fails once the connection is over. The caller gives it back with
+// <-c.big.
+func (c *remoteConn) takeBig() error {
+	select {
+	case c.big <- struct{}{}:
+		return nil
+	case <-c.ctx.Done():
+		return errConnOver
+	}
+}
+
+// errConnOver is deliver's error once the connection is over.
+var errConnOver = errors.New("the connection is over")
 
 // Done returns a channel closed when the connection is over: closed, or
 // ended by a fatal error (the server ended the session). Pending requests
-// then never get an answer on Stdout; the owner fails them with Err.
+// then never get an answer; the owner fails them with Err.
 func (c *remoteConn) Done() <-chan struct{} { return c.done }
 
 // Err returns why the connection is over, naming the server and its URL, or
@@ -158,13 +200,15 @@ func (c *remoteConn) Err() error {
 }
 
 // Close ends the connection: it aborts every request in flight and the GET
-// stream, ends Stdout with EOF, ends the server's session with DELETE (if it
-// opened one that has not ended), waiting for it at most until ctx ends, and
-// returns once every goroutine of the connection has returned. It returns
-// the error of the DELETE, if any. Close may be called more than once; later
-// calls return what the first returned.
-func (c *remoteConn) Close(ctx context.Context) error {
+// stream, ends ReadMessage with EOF, ends the server's session with DELETE
+// (if it opened one that has not ended), waiting for it at most closeGrace,
+// and returns once every goroutine of the connection has returned. It
+// returns the error of the DELETE, if any. Close may be called more than
+// once; later calls return what the first returned.
+func (c *remoteConn) Close() error {
 	c.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.closeGrace)
+		defer cancel()
 		c.fail(fmt.Errorf("server %q (%s): the connection was closed", c.name, c.shown))
 		c.mu.Lock()
 		sid, expired := c.sessionID, c.expired
@@ -188,7 +232,6 @@ func (c *remoteConn) fail(err error) {
 	close(c.done)
 	c.mu.Unlock()
 	c.cancel()
-	c.pw.Close() // a write blocked on the reader returns at once
 }
 
 // expire ends the connection because the server no longer knows session
@@ -224,37 +267,6 @@ func (c *remoteConn) endSession(ctx context.Context, sid string) error {
 		return fmt.Errorf("server %q (%s): ending the session: HTTP %s", c.name, c.shown, statusText(resp.StatusCode))
 	}
 	return nil
-}
-
-// remoteStdin is a remoteConn's Stdin.
-type remoteStdin struct{ c *remoteConn }
-
-// Write posts each line in p; a line may come in pieces, though the mux
-// writes whole lines.
-func (w remoteStdin) Write(p []byte) (int, error) {
-	c := w.c
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			c.partial = append(c.partial, p...)
-			break
-		}
-		// The line is copied (append to nil allocates): a writer may reuse p
-		// once Write returns.
-		line := append(c.partial, p[:i]...)
-		c.partial, p = nil, p[i+1:]
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		if err := c.send(line); err != nil {
-			return n - len(p), err
-		}
-	}
-	return n, nil
 }
 
 // outgoing is one message being posted.
@@ -336,7 +348,7 @@ func (c *remoteConn) send(line []byte) error {
 	return nil
 }
 
-// post posts one message and writes what the server answers to Stdout.
+// post posts one message and delivers what the server answers.
 func (c *remoteConn) post(o *outgoing) {
 	defer c.wg.Done()
 	defer o.cancel()
@@ -352,11 +364,27 @@ func (c *remoteConn) post(o *outgoing) {
 	if o.abort != nil {
 		defer o.abort.cancel()
 	}
+	resp, sid := c.do(o)
+	if resp == nil {
+		return
+	}
+	defer resp.Body.Close()
+	if !c.accepted(o, resp, sid) {
+		return
+	}
+	if o.id == nil || resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
+		return // a notification or an answer has nothing to read
+	}
+	c.readAnswer(o, resp)
+}
 
+// do sends the POST of o, with the headers of its session (sid) and era,
+// and returns the response, or nil once it has failed o.
+func (c *remoteConn) do(o *outgoing) (resp *http.Response, sid string) {
 	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, c.url, bytes.NewReader(o.line))
 	if err != nil {
 		c.failed(o, "cannot be reached: its URL is invalid") // the error would repeat the URL
-		return
+		return nil, ""
 	}
 	sid, version := c.sessionNow()
 	if o.method == "initialize" {
@@ -374,36 +402,44 @@ func (c *remoteConn) post(o *outgoing) {
 			req.Header.Set("Mcp-Name", headerValue(o.name))
 		}
 	}
-	resp, err := c.client.Do(req)
+	resp, err = c.client.Do(req)
 	if err != nil {
 		if o.ctx.Err() == nil {
 			c.failed(o, fmt.Sprintf("cannot be reached: %v", bareError(err)))
 		}
-		return
+		return nil, ""
 	}
-	defer resp.Body.Close()
+	return resp, sid
+}
 
+// accepted handles the status of the response to o, posted in session sid,
+// and reports whether it succeeded; what initialize and
+// notifications/initialized start is started then.
+func (c *remoteConn) accepted(o *outgoing, resp *http.Response, sid string) bool {
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
 	case resp.StatusCode == http.StatusNotFound && sid != "":
 		c.expire(sid, resp.StatusCode)
-		return
+		return false
 	case !ok:
 		c.httpError(o, resp)
-		return
+		return false
 	case o.method == "initialize":
 		c.setSession(resp.Header.Get("Mcp-Session-Id"))
 	case o.method == "notifications/initialized":
 		c.openStream()
 	}
-	if o.id == nil || resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
-		return // a notification or an answer has nothing to read
-	}
+	return true
+}
 
+// readAnswer delivers the messages of resp, the response to request o, and
+// fails o if none of them answered it.
+func (c *remoteConn) readAnswer(o *outgoing, resp *http.Response) {
 	r := &msgReader{c: c, reqID: o.id}
 	if o.method == "initialize" {
 		r.onAnswer = c.initialized
 	}
+	var err error
 	switch ct := mediaType(resp.Header.Get("Content-Type")); ct {
 	case "text/event-stream":
 		err = r.readSSE(resp.Body, nil)
@@ -414,13 +450,13 @@ func (c *remoteConn) post(o *outgoing) {
 		return
 	}
 	switch {
-	case r.answered || o.ctx.Err() != nil || errors.Is(err, io.ErrClosedPipe):
+	case r.answered || o.ctx.Err() != nil || errors.Is(err, errConnOver):
 		// Answered; or no one waits for the answer any more.
 	case r.invalid:
 		c.failed(o, "answered with a message that is not valid JSON-RPC")
 	case errors.Is(err, errTooBig):
-		c.writeLine(encodeErrorResponse(o.id, &wireError{Code: codeInternalError,
-			Message: fmt.Sprintf("server %q (%s) answered with a message over the %d-byte limit", c.name, c.shown, c.maxMessage)}))
+		c.deliver(encodeErrorResponse(o.id, &wireError{Code: codeInternalError,
+			Message: fmt.Sprintf("server %q (%s) answered with a message over the %d-byte limit", c.name, c.shown, c.maxMessage)}), nil)
 	case errors.Is(err, errLineBreak) || errors.Is(err, errNotMessage):
 		c.failed(o, fmt.Sprintf("answered with what is not JSON-RPC: %v", err))
 	case err != nil:
@@ -509,7 +545,7 @@ func (c *remoteConn) failed(o *outgoing, what string) {
 		c.log.Warn("posting a message to the remote server failed", "method", o.method, "err", what)
 		return
 	}
-	c.writeLine(encodeErrorResponse(o.id, unavailable("server %q (%s) %s", c.name, c.shown, what)))
+	c.deliver(encodeErrorResponse(o.id, unavailable("server %q (%s) %s", c.name, c.shown, what)), nil)
 }
 
 // httpError handles an HTTP error status. A JSON-RPC error answering the
@@ -519,7 +555,7 @@ func (c *remoteConn) httpError(o *outgoing, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, remoteErrorBody))
 	if o.id != nil {
 		if msg, err := decodeServerLine(body); err == nil && msg.Error != nil && msg.Method == "" && bytes.Equal(compactRaw(msg.ID), o.id) {
-			c.writeLine(compactRaw(body))
+			c.deliver(compactRaw(body), nil)
 			return
 		}
 	}
@@ -528,13 +564,6 @@ func (c *remoteConn) httpError(o *outgoing, resp *http.Response) {
 		what += ": " + s
 	}
 	c.failed(o, what)
-}
-
-// writeLine writes one whole line to Stdout.
-func (c *remoteConn) writeLine(line []byte) {
-	c.outMu.Lock()
-	defer c.outMu.Unlock()
-	c.pw.Write(append(line, '\n')) // fails only when the connection is over
 }
 
 // openStream starts the GET stream, once.
@@ -594,7 +623,7 @@ func (c *remoteConn) stream() {
 	}
 }
 
-// streamOnce opens the GET stream and copies its messages to Stdout until it
+// streamOnce opens the GET stream and delivers its messages until it
 // ends. It reports whether the stream opened, and why it ended.
 func (c *remoteConn) streamOnce(lastID *string) (opened bool, err error) {
 	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)
@@ -628,421 +657,6 @@ func (c *remoteConn) streamOnce(lastID *string) (opened bool, err error) {
 		err = errors.New("the server ended it")
 	}
 	return true, err
-}
-
-// errTooBig reports a message over the connection's maxMessage.
-var errTooBig = errors.New("message over the size limit")
-
-// msgReader writes the messages of one response to Stdout, each compacted to
-// one line: JSON-RPC messages, or arrays of them, in a JSON body or in the
-// data of server-sent events. It reads the messages as they come, in
-// constant memory, and tells whether one answered the request the response
-// is for. It is not safe for concurrent use.
-type msgReader struct {
-	c        *remoteConn
-	reqID    []byte       // the compact ID of the request answered; nil for the GET stream
-	onAnswer func([]byte) // if not nil, gets the answer to reqID before it is written, when it was held whole
-	answered bool         // a message answering reqID was written
-	invalid  bool         // a message that seemed to answer reqID was not valid JSON-RPC, and was dropped
-
-	// Where the scan is.
-	depth int  // of brackets, counting an array of messages
-	array bool // inside an array of messages
-	inMsg bool
-	inStr bool
-	esc   bool
-
-	// What the scan found among the message's top-level members.
-	keyPos bool   // the next string at the top level is a member name
-	inKey  bool   // reading a top-level member name
-	key    []byte // its first bytes
-	isID   bool   // the last member name was "id"
-	capID  bool   // reading the value of "id"
-	id     []byte
-	idLong bool
-	method bool // it has a method: a request or a notification
-	answer bool // it has a result or an error
-
-	buf    []byte // the message's bytes not yet written
-	size   int64  // the message's bytes so far
-	locked bool   // holds c.outMu: the message is written as it arrives
-}
-
-// errLineBreak reports a raw line break inside a string, invalid in JSON,
-// which would end the line early.
-var errLineBreak = errors.New("a raw line break inside a JSON string")
-
-// errNotMessage reports JSON that is neither an object nor an array.
-var errNotMessage = errors.New("a JSON value that is neither a message nor an array of messages")
-
-// feed scans p, the next bytes of the response's messages.
-func (r *msgReader) feed(p []byte) error {
-	run := -1 // the start in p of message bytes to keep
-	if r.inMsg {
-		run = 0
-	}
-	flush := func(end int) error {
-		if run >= 0 && end > run {
-			if err := r.emit(p[run:end]); err != nil {
-				return err
-			}
-		}
-		run = -1
-		return nil
-	}
-	keep := func(i int) {
-		if run < 0 {
-			run = i
-		}
-	}
-	base := 0 // the depth at which a message starts
-	if r.array {
-		base = 1
-	}
-	for i := 0; i < len(p); {
-		b := p[i]
-		if r.inStr {
-			if r.esc {
-				r.esc = false
-				r.note(p[i : i+1])
-				i++
-				continue
-			}
-			// Most of a large message is the inside of a string: skip to
-			// its next special byte.
-			j := bytes.IndexAny(p[i:], "\"\\\n\r")
-			if j < 0 {
-				r.note(p[i:])
-				i = len(p)
-				continue
-			}
-			if j > 0 {
-				r.note(p[i : i+j])
-				i += j
-				continue
-			}
-			switch b {
-			case '"':
-				r.inStr = false
-				if r.inKey {
-					r.endKey()
-				} else {
-					r.note(p[i : i+1])
-				}
-			case '\\':
-				r.esc = true
-				r.note(p[i : i+1])
-			default:
-				return errLineBreak
-			}
-			i++
-			continue
-		}
-		switch {
-		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
-			if err := flush(i); err != nil {
-				return err
-			}
-		case !r.inMsg:
-			switch {
-			case b == '{' && r.depth == base:
-				r.start()
-				keep(i)
-				r.depth++
-			case b == '[' && r.depth == 0:
-				r.array, r.depth, base = true, 1, 1
-			case b == ']' && r.array && r.depth == 1:
-				r.array, r.depth, base = false, 0, 0
-			case b == ',' && r.array && r.depth == 1:
-			default:
-				return errNotMessage
-			}
-		default:
-			keep(i)
-			top := r.depth == base+1 // b is directly inside the message
-			switch b {
-			case '"':
-				r.inStr = true
-				if top && r.keyPos {
-					r.inKey, r.key = true, r.key[:0]
-				} else {
-					r.note(p[i : i+1])
-				}
-			case '{', '[':
-				r.depth++
-				r.note(p[i : i+1])
-			case '}', ']':
-				r.depth--
-				if r.depth == base {
-					if err := flush(i + 1); err != nil {
-						return err
-					}
-					if err := r.end(); err != nil {
-						return err
-					}
-					break
-				}
-				r.note(p[i : i+1])
-			case ':':
-				if top {
-					r.keyPos, r.capID, r.isID = false, r.isID, false
-				} else {
-					r.note(p[i : i+1])
-				}
-			case ',':
-				if top {
-					r.keyPos, r.capID = true, false
-				} else {
-					r.note(p[i : i+1])
-				}
-			default:
-				r.note(p[i : i+1])
-			}
-		}
-		i++
-	}
-	return flush(len(p))
-}
-
-// note records b, bytes of the message, if they belong to a top-level
-// member name or to the value of "id".
-func (r *msgReader) note(b []byte) {
-	switch {
-	case r.inKey:
-		r.key = append(r.key, b[:min(len(b), 8-len(r.key))]...)
-	case r.capID:
-		if len(r.id)+len(b) > maxScannedID {
-			r.idLong = true
-			return
-		}
-		r.id = append(r.id, b...)
-	}
-}
-
-// endKey ends a top-level member name.
-func (r *msgReader) endKey() {
-	r.inKey = false
-	switch string(r.key) {
-	case "id":
-		r.isID = true
-	case "method":
-		r.method = true
-	case "result", "error":
-		r.answer = true
-	}
-}
-
-// start begins a message.
-func (r *msgReader) start() {
-	r.inMsg, r.keyPos, r.inKey, r.isID, r.capID = true, true, false, false, false
-	r.id, r.idLong, r.method, r.answer, r.size = r.id[:0], false, false, false, 0
-}
-
-// emit adds bytes of the message. A message larger than remoteHeld is
-// written as it comes, holding the stdout lock until its end.
-func (r *msgReader) emit(b []byte) error {
-	r.size += int64(len(b))
-	if r.size > r.c.maxMessage {
-		return errTooBig
-	}
-	r.buf = append(r.buf, b...)
-	switch {
-	case !r.locked && len(r.buf) > remoteHeld:
-		r.c.outMu.Lock()
-		r.locked = true
-	case r.locked && len(r.buf) >= remoteChunk:
-	default:
-		return nil
-	}
-	_, err := r.c.pw.Write(r.buf)
-	r.buf = r.buf[:0]
-	return err
-}
-
-// end ends a message: its last bytes and its newline are written out.
-func (r *msgReader) end() error {
-	r.inMsg = false
-	if r.answer && !r.method && r.reqID != nil && !r.idLong && bytes.Equal(r.id, r.reqID) {
-		switch {
-		case r.locked:
-			// Written in part already: the scan's word is all there is.
-			r.answered = true
-		case !isAnswerTo(r.buf, r.reqID):
-			// The mux would skip it as it skips any line it cannot decode,
-			// and the caller would wait for an answer that never comes:
-			// it is dropped here, and the request failed.
-			r.c.log.Warn("dropped an answer that is not valid JSON-RPC", "line", truncate(r.buf, 200))
-			r.invalid = true
-			r.buf = r.buf[:0]
-			return nil
-		default:
-			r.answered = true
-			if r.onAnswer != nil {
-				r.onAnswer(r.buf)
-			}
-		}
-	}
-	r.buf = append(r.buf, '\n')
-	if !r.locked {
-		r.c.outMu.Lock()
-	}
-	_, err := r.c.pw.Write(r.buf)
-	r.c.outMu.Unlock()
-	r.locked = false
-	r.buf = r.buf[:0]
-	if cap(r.buf) > 2*remoteHeld {
-		r.buf = nil // what a large message grew is not kept for the next
-	}
-	return err
-}
-
-// isAnswerTo reports whether msg is what the mux takes as the answer to
-// the request with compact ID id.
-func isAnswerTo(msg, id []byte) bool {
-	m, err := decodeServerLine(msg)
-	return err == nil && m.Method == "" && (m.Result != nil || m.Error != nil) && bytes.Equal(compactRaw(m.ID), id)
-}
-
-// abort drops the message under way, if any, and starts afresh: a message
-// written in part is ended with a newline, which makes it a line the mux
-// skips as invalid.
-func (r *msgReader) abort() {
-	if r.locked {
-		r.c.pw.Write([]byte{'\n'})
-		r.c.outMu.Unlock()
-		r.locked = false
-	}
-	r.buf = r.buf[:0]
-	r.depth, r.array, r.inMsg, r.inStr, r.esc = 0, false, false, false, false
-}
-
-// endValue is called where the messages must be whole: at the end of a JSON
-// body or of an event. It reports a message cut off there, and drops it.
-func (r *msgReader) endValue() error {
-	cut := r.inMsg
-	r.abort()
-	if cut {
-		return errors.New("a message was cut off")
-	}
-	return nil
-}
-
-// readJSON reads a JSON body of messages.
-func (r *msgReader) readJSON(body io.Reader) error {
-	buf := make([]byte, remoteReadBuf)
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			if ferr := r.feed(buf[:n]); ferr != nil {
-				r.abort()
-				return ferr
-			}
-		}
-		if err == io.EOF {
-			return r.endValue()
-		}
-		if err != nil {
-			r.abort()
-			return err
-		}
-	}
-}
-
-// readSSE reads an event stream (text/event-stream): the data of each event
-// holds messages. Comments and fields other than data and id are ignored;
-// lines end with LF or CRLF. It returns nil at the end of the stream, or once
-// the request the response is for has been answered (or answered with what
-// is not JSON-RPC): a server should end the stream then, and what it would
-// still send is no one's. If lastID is not
-// nil, it is set to the ID of each event that has one.
-func (r *msgReader) readSSE(body io.Reader, lastID *string) error {
-	br := bufio.NewReaderSize(body, remoteReadBuf)
-	const (
-		fieldOther = iota
-		fieldData
-		fieldID
-	)
-	field := fieldOther
-	lineStart := true
-	hasData := false // the event has a data line
-	var id []byte
-	for {
-		piece, err := br.ReadSlice('\n')
-		whole := err == nil // piece ends a line
-		if err == bufio.ErrBufferFull {
-			err = nil
-		}
-		if err != nil && err != io.EOF {
-			r.abort()
-			return err
-		}
-		content := piece
-		if whole {
-			content = trimEOL(piece)
-		}
-		if lineStart && len(piece) > 0 {
-			switch {
-			case whole && len(content) == 0:
-				// A blank line ends the event.
-				if cerr := r.endValue(); cerr != nil {
-					r.c.log.Warn("dropped an event whose data ended inside a message", "err", cerr)
-				}
-				if id != nil && lastID != nil {
-					*lastID = string(id)
-				}
-				hasData, id = false, nil
-				if r.answered || r.invalid {
-					return nil
-				}
-			case content[0] == ':':
-				field = fieldOther // a comment
-			default:
-				name, value, found := bytes.Cut(content, []byte(":"))
-				if !found && !whole {
-					name = nil // a name longer than the buffer: no field of ours
-				}
-				content = bytes.TrimPrefix(value, []byte(" "))
-				switch string(name) {
-				case "data":
-					field = fieldData
-					if hasData {
-						// Data lines are joined by a newline, which is
-						// whitespace between JSON tokens.
-						if ferr := r.feed([]byte{'\n'}); ferr != nil {
-							r.abort()
-							return ferr
-						}
-					}
-					hasData = true
-				case "id":
-					field, id = fieldID, []byte{}
-				default:
-					field = fieldOther
-				}
-			}
-		}
-		switch field {
-		case fieldData:
-			if ferr := r.feed(content); ferr != nil {
-				r.abort()
-				return ferr
-			}
-		case fieldID:
-			if len(id)+len(content) <= 1024 && !bytes.ContainsRune(content, 0) {
-				id = append(id, content...)
-			}
-		}
-		if whole {
-			lineStart, field = true, fieldOther
-		} else {
-			lineStart = false
-		}
-		if err == io.EOF {
-			// An event the stream ended inside of is dropped.
-			r.abort()
-			return nil
-		}
-	}
 }
 
 // modernVersionOf returns the modern protocol version in params' _meta, or "".

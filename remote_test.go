@@ -20,6 +20,10 @@ import (
 	"time"
 )
 
+// largeMessage is the size of a message larger than what a reader reads at
+// once.
+const largeMessage = 256 << 10
+
 // remoteCallTimeout bounds every call and wait of these tests: an answer
 // the connection loses fails the test, saying so, instead of hanging it
 // until the package's timeout.
@@ -27,24 +31,27 @@ const remoteCallTimeout = 2 * time.Minute
 
 // remoteMux runs a mux on c as a backend runs one on a child's pipes, and
 // closes the mux with c's error when c is over, as the supervisor's watch
-// must. When the test ends, c is closed and every goroutine joined.
-func remoteMux(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func(*wireMsg)) *mux {
+// must; tee, if not nil, gets each message the mux reads, as a line. When
+// the test ends, c is closed and every goroutine joined.
+func remoteMux(t *testing.T, c *remoteConn, tee io.Writer, onNotify func(*wireMsg)) *mux {
 	t.Helper()
-	return remoteMuxLimit(t, c, stdout, onNotify, 32<<20)
+	return remoteMuxLimit(t, c, tee, onNotify, 32<<20)
 }
 
-// remoteMuxLimit is remoteMux with a mux that reads lines of at most
-// maxLine bytes.
-func remoteMuxLimit(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func(*wireMsg), maxLine int) *mux {
+// remoteMuxLimit is remoteMux with a connection that passes messages of at
+// most maxLine bytes.
+func remoteMuxLimit(t *testing.T, c *remoteConn, tee io.Writer, onNotify func(*wireMsg), maxLine int) *mux {
 	t.Helper()
-	if stdout == nil {
-		stdout = c.Stdout()
+	c.maxLine = maxLine
+	var conn msgConn = c
+	if tee != nil {
+		conn = teeConn{c, tee}
 	}
 	m := newMux("remote", 100, testLogger(t), onNotify)
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); m.writeLoop(c.Stdin()) }()
-	go func() { defer wg.Done(); m.readLoop(stdout, maxLine) }()
+	go func() { defer wg.Done(); m.writeLoop(conn) }()
+	go func() { defer wg.Done(); m.readLoop(conn) }()
 	go func() {
 		defer wg.Done()
 		select {
@@ -54,13 +61,73 @@ func remoteMuxLimit(t *testing.T, c *remoteConn, stdout io.Reader, onNotify func
 		}
 	}()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.Close(ctx)
+		c.Close()
 		m.close(unavailable("the test is over"))
 		wg.Wait()
 	})
 	return m
+}
+
+// teeConn is a connection whose messages read are also written to w, one a
+// line.
+type teeConn struct {
+	msgConn
+	w io.Writer
+}
+
+func (c teeConn) ReadMessage() ([]byte, error) {
+	msg, err := c.msgConn.ReadMessage()
+	if err == nil {
+		c.w.Write(append(bytes.Clone(msg), '\n'))
+	}
+	return msg, err
+}
+
+// connStdout reads c's messages, one a line.
+func connStdout(c msgConn) io.Reader { return &lineView{c: c} }
+
+// lineView is connStdout's reader.
+type lineView struct {
+	c   msgConn
+	buf []byte
+}
+
+func (v *lineView) Read(p []byte) (int, error) {
+	for len(v.buf) == 0 {
+		msg, err := v.c.ReadMessage()
+		if err != nil && !isTooLong(err) {
+			return 0, err
+		}
+		v.buf = append(msg, '\n')
+	}
+	n := copy(p, v.buf)
+	v.buf = v.buf[n:]
+	return n, nil
+}
+
+// connStdin writes each line written to it, which may come in pieces, to
+// c as one message.
+func connStdin(c msgConn) io.Writer { return &messageSplitter{c: c} }
+
+// messageSplitter is connStdin's writer.
+type messageSplitter struct {
+	c       msgConn
+	partial []byte
+}
+
+func (w *messageSplitter) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := bytes.Clone(w.partial[:i])
+		w.partial = w.partial[i+1:]
+		if err := w.c.WriteMessage(line); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // remoteInit runs the handshake on m and returns the answer to initialize.
@@ -165,9 +232,7 @@ func TestRemoteCorralServesThroughTheMuxLikeAChild(t *testing.T) {
 	// The GET stream opens after notifications/initialized; corral counts it.
 	waitFor(t, 5*time.Second, "the GET stream to open", func() bool { return tg.h.streams.Load() == 1 })
 
-	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := c.Close(closeCtx); err != nil {
+	if err := c.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
 	tg.h.mu.Lock()
@@ -310,7 +375,7 @@ func TestRemoteProgressArrivesBeforeTheAnswer(t *testing.T) {
 	// reads is recorded instead. It reads a line before acting on it, so
 	// the answer's line is recorded before Call returns.
 	rec := &lineRecorder{}
-	m := remoteMux(t, c, io.TeeReader(c.Stdout(), rec), nil)
+	m := remoteMux(t, c, rec, nil)
 	remoteInit(t, m)
 
 	a, err := boundedCall(t.Context(), m, "tools/call", json.RawMessage(`{"name":"progress","arguments":{"steps":3},"_meta":{"progressToken":"tok"}}`))
@@ -443,7 +508,7 @@ func TestRemoteResponsesBecomeOneLinePerMessage(t *testing.T) {
 	note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1,"message":"a \"quoted\"\nline, {braces} and [brackets]"}}`
 	answer := `{"jsonrpc":"2.0","id":424242,"result":{"content":[{"type":"text","text":"ok \\ é \u2028"}],"isError":false}}`
 	// Larger than what a reader holds before writing: written as it comes.
-	big := `{"jsonrpc":"2.0","id":424242,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`é\"x\\ `, remoteHeld/4) + `"}]}}`
+	big := `{"jsonrpc":"2.0","id":424242,"result":{"content":[{"type":"text","text":"` + strings.Repeat(`é\"x\\ `, largeMessage/4) + `"}]}}`
 	indent := func(msg string) string {
 		var b bytes.Buffer
 		if err := json.Indent(&b, []byte(msg), "", "  "); err != nil {
@@ -478,12 +543,12 @@ func TestRemoteResponsesBecomeOneLinePerMessage(t *testing.T) {
 		io.WriteString(w, strings.ReplaceAll(tc.body, "424242", string(msg.ID)))
 	}})
 	c := dialRemote("test", tr.url, nil, nil, testLogger(t))
-	t.Cleanup(func() { c.Close(context.Background()) })
-	out := bufio.NewReader(c.Stdout())
+	t.Cleanup(func() { c.Close() })
+	out := bufio.NewReader(connStdout(c))
 	for i, tc := range cases {
 		ok := t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprint(i + 1)
-			fmt.Fprintf(c.Stdin(), `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q}}`+"\n", id, tc.name)
+			fmt.Fprintf(connStdin(c), `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q}}`+"\n", id, tc.name)
 			for _, want := range tc.want {
 				want = strings.ReplaceAll(want, "424242", id)
 				if got := readLineWithin(t, out); got != want {
@@ -579,11 +644,12 @@ func TestRemoteRequestsCarryTheSessionAndTheModernHeaders(t *testing.T) {
 	t.Parallel()
 	tr := newTestRemote(t, &testRemote{session: "sess-1", version: "2025-06-18"})
 	c := dialRemote("test", tr.url, map[string]string{"Authorization": "Bearer xyz"}, nil, testLogger(t))
-	t.Cleanup(func() { c.Close(context.Background()) })
-	out := bufio.NewReader(c.Stdout())
+	t.Cleanup(func() { c.Close() })
+	out := bufio.NewReader(connStdout(c))
+	stdin := connStdin(c)
 	roundTrip := func(line string) {
 		t.Helper()
-		io.WriteString(c.Stdin(), line+"\n")
+		io.WriteString(stdin, line+"\n")
 		readLineWithin(t, out)
 	}
 	// tools/list is written before initialize is answered, in pieces that
@@ -591,7 +657,7 @@ func TestRemoteRequestsCarryTheSessionAndTheModernHeaders(t *testing.T) {
 	both := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n" +
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
 	for _, piece := range []string{both[:10], both[10 : len(both)-20], both[len(both)-20:]} {
-		io.WriteString(c.Stdin(), piece)
+		io.WriteString(stdin, piece)
 	}
 	for range 2 {
 		readLineWithin(t, out)
@@ -777,10 +843,10 @@ func TestRemoteSessionExpiryEndsTheConnection(t *testing.T) {
 	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "session expired") || !strings.Contains(err.Error(), `"test"`) {
 		t.Errorf("Err = %v, want the session expired, naming the server", err)
 	}
-	if _, err := c.Stdin().Write([]byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}` + "\n")); err == nil {
+	if _, err := connStdin(c).Write([]byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}` + "\n")); err == nil {
 		t.Error("a write after the session expired succeeded")
 	}
-	c.Close(t.Context())
+	c.Close()
 	if n := len(tr.recorded("DELETE")); n != 0 {
 		t.Errorf("Close sent DELETE %d times for an expired session, want none", n)
 	}
@@ -823,12 +889,10 @@ func TestRemoteCloseEndsTheSessionAndLeavesNoGoroutine(t *testing.T) {
 	go boundedCall(t.Context(), m, "tools/call", json.RawMessage(`{"name":"hang"}`)) // until Close
 	within(t, hang, "the server to receive the call")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := c.Close(ctx); err != nil {
+	if err := c.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	if err := c.Close(ctx); err != nil {
+	if err := c.Close(); err != nil {
 		t.Errorf("a second Close = %v", err)
 	}
 	if hs := tr.recorded("DELETE"); len(hs) != 1 || hs[0].Get("Mcp-Session-Id") != "sess-5" {
@@ -839,7 +903,7 @@ func TestRemoteCloseEndsTheSessionAndLeavesNoGoroutine(t *testing.T) {
 	default:
 		t.Error("Done is open after Close")
 	}
-	if n, err := c.Stdout().Read(make([]byte, 10)); err != io.EOF {
+	if n, err := connStdout(c).Read(make([]byte, 10)); err != io.EOF {
 		t.Errorf("Stdout after Close read %d bytes, %v; want io.EOF", n, err)
 	}
 	if left := remoteGoroutines(); len(left) > 0 {
@@ -877,7 +941,7 @@ func TestRemoteLargeAnswersInPiecesNeverMix(t *testing.T) {
 	// but smaller than what a reader holds, then waits until every other
 	// has sent its own, then sends the rest in pieces: their bytes arrive
 	// interleaved, and so would be written if they were not held.
-	const large, first = 4, remoteHeld / 2
+	const large, first = 4, largeMessage / 2
 	var started sync.WaitGroup
 	started.Add(large)
 	allStarted := make(chan struct{})
@@ -977,21 +1041,17 @@ func TestRemoteLargeOrBrokenAnswersFailOnlyTheirCall(t *testing.T) {
 	}{
 		{"sized", 3 * muxLimit / 2, 0, codeInternalError, fmt.Sprintf("over the %d-byte line limit", muxLimit)},
 		{"sized", muxLimit / 5, muxLimit / 8, codeInternalError, fmt.Sprintf("over the %d-byte limit", muxLimit/8)},
-		// Past remoteHeld (256 KiB) a message is passed to the mux as it
-		// arrives; one over the connection's limit is then ended as a line
-		// the mux cannot decode, and the mux fails the call itself.
-		{"sized", muxLimit - 1000, muxLimit / 2, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
+		// A message is passed on whole once read, whatever its size.
+		{"sized", muxLimit - 1000, muxLimit / 2, codeInternalError, fmt.Sprintf("over the %d-byte limit", muxLimit/2)},
 		{"invalid", 0, 0, codeUnavailable, "not valid JSON-RPC"},
 		{"invalidError", 0, 0, codeUnavailable, "not valid JSON-RPC"},
 		{"invalidEvent", 0, 0, codeUnavailable, "not valid JSON-RPC"},
-		// An answer that breaks off is held whole up to remoteHeld (256 KiB)
-		// and dropped, and the connection fails the call; past that it is
-		// passed to the mux as it arrives, and ended as a line the mux
-		// cannot decode, which fails the call itself.
+		// An answer that breaks off is dropped, whatever its size, and the
+		// connection fails the call.
 		{"cut", muxLimit / 8, 0, codeUnavailable, "no answer to the request"},
 		{"dropped", muxLimit / 8, 0, codeUnavailable, "broke off its answer"},
-		{"cut", muxLimit / 2, 0, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
-		{"dropped", muxLimit / 2, 0, codeInternalError, "not valid JSON-RPC (invalid JSON)"},
+		{"cut", muxLimit / 2, 0, codeUnavailable, "no answer to the request"},
+		{"dropped", muxLimit / 2, 0, codeUnavailable, "broke off its answer"},
 	} {
 		t.Run(fmt.Sprintf("%s %d", tc.tool, tc.bytes), func(t *testing.T) {
 			t.Parallel()

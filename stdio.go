@@ -479,6 +479,43 @@ func (t *lineTail) all() []string {
 	return append([]string(nil), t.lines...)
 }
 
+// lineConn is a msgConn over a byte stream each way, one message a line:
+// a child's stdout and stdin. ReadMessage reads lines of at most maxLine
+// bytes (a longer one is a *lineTooLongError); WriteMessage writes the
+// message and its newline in one write.
+type lineConn struct {
+	lr    *lineReader
+	w     *bufio.Writer
+	close func() error // if not nil, what Close does
+}
+
+// newLineConn returns a connection that reads r and writes w; Close calls
+// close, if not nil.
+func newLineConn(r io.Reader, w io.Writer, maxLine int, close func() error) *lineConn {
+	return &lineConn{lr: newLineReader(r, maxLine), w: bufio.NewWriterSize(w, 64<<10), close: close}
+}
+
+// conn returns the connection over the process's pipes, for messages of at
+// most maxLine bytes. Its Close stops the process (see Stop).
+func (p *process) conn(maxLine int, hurry <-chan struct{}) *lineConn {
+	return newLineConn(p.stdout, p.stdin, maxLine, func() error { p.Stop(hurry); return nil })
+}
+
+func (c *lineConn) ReadMessage() ([]byte, error) { return c.lr.next() }
+
+func (c *lineConn) WriteMessage(msg []byte) error {
+	c.w.Write(msg)
+	c.w.WriteByte('\n')
+	return c.w.Flush()
+}
+
+func (c *lineConn) Close() error {
+	if c.close == nil {
+		return nil
+	}
+	return c.close()
+}
+
 // lineReader reads newline-delimited messages of at most max bytes, without
 // the 64 KiB cap of bufio.Scanner. It is not safe for concurrent use.
 type lineReader struct {
@@ -488,19 +525,6 @@ type lineReader struct {
 
 func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// lineTooLongError reports a line over the maximum. The line has been read
-// and thrown away; id holds the raw JSON of its top-level "id" member, if one
-// was found in it, so that the one request it answers can be failed.
-type lineTooLongError struct {
-	size int64
-	max  int
-	id   []byte
-}
-
-func (e *lineTooLongError) Error() string {
-	return fmt.Sprintf("message of %d bytes or more is over the %d-byte line limit (maxLineBytes)", e.size, e.max)
 }
 
 // next returns the next line without its line ending, in a slice of its own.

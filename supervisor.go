@@ -141,13 +141,7 @@ func (b *backend) run() {
 		if !first {
 			b.setState(stateStarting, why)
 		}
-		var readyFor time.Duration
-		var err error
-		if b.cfg.URL != "" {
-			readyFor, err = b.runRemote()
-		} else {
-			readyFor, err = b.runOnce()
-		}
+		readyFor, err := b.runOnce()
 		b.sweep()
 		if b.isStopping() {
 			b.setState(stateStopped, "stopped by corral")
@@ -215,43 +209,89 @@ func (b *backend) isStopping() bool {
 	return b.stopping
 }
 
-// runOnce starts the process, completes the handshake, serves until the
-// process goes away, and returns how long it was ready and why it ended.
+// link is how one run reaches its server: the connection the mux runs
+// over (its Close stops the server), and watch, which closes the mux with
+// why when the server goes away (the process exited, the session expired),
+// or returns when the mux closes first; readDone is closed once the mux's
+// readLoop has returned.
+type link struct {
+	conn  msgConn
+	watch func(m *mux, readDone <-chan struct{})
+}
+
+// runOnce starts the server (a process, or a new session with a remote
+// server), completes the handshake, serves until the server goes away, and
+// returns how long it was ready and why it ended. Local and remote servers
+// differ only in how the link is made: startChild or dial.
 func (b *backend) runOnce() (readyFor time.Duration, err error) {
+	connect := b.startChild
+	if b.cfg.URL != "" {
+		connect = b.dial
+	}
 	b.startMu.Lock()
 	if b.isStopping() {
 		b.startMu.Unlock()
 		return 0, errors.New("stopped before it started")
 	}
+	refresh := make(chan struct{}, 1)
+	m := b.newMux(refresh)
+	l, err := connect(m)
+	b.startMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+
+	var wg sync.WaitGroup
+	readDone := make(chan struct{})
+	wg.Add(4)
+	go func() { defer wg.Done(); m.writeLoop(l.conn) }()
+	go func() {
+		defer wg.Done()
+		defer close(readDone)
+		m.readLoop(l.conn)
+	}()
+	go func() { defer wg.Done(); l.watch(m, readDone) }()
+	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
+	return b.serve(m, &wg, func() { l.conn.Close() })
+}
+
+// startChild starts the server's process, for the run whose mux is m, and
+// records both. The caller holds startMu.
+func (b *backend) startChild(m *mux) (link, error) {
 	p, err := startProcess(b.processSpec())
 	if err != nil {
 		b.mu.Lock()
 		b.proc = nil // what health and the next error say is not the last process's
 		b.mu.Unlock()
-		b.startMu.Unlock()
 		b.log.Error("cannot start", "err", err)
-		return 0, err
+		return link{}, err
 	}
-	refresh := make(chan struct{}, 1)
-	m := b.newMux(refresh)
 	b.mu.Lock()
 	b.proc, b.mux, b.logLevel = p, m, ""
 	b.mu.Unlock()
-	b.startMu.Unlock()
 	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
+	watch := func(m *mux, readDone <-chan struct{}) { b.watch(p, m, readDone) }
+	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry), watch: watch}, nil
+}
 
-	var wg sync.WaitGroup
-	stdoutDone := make(chan struct{})
-	wg.Add(4)
-	go func() { defer wg.Done(); m.writeLoop(p.stdin) }()
-	go func() {
-		defer wg.Done()
-		defer close(stdoutDone)
-		m.readLoop(p.stdout, int(b.gcfg.MaxLineBytes))
-	}()
-	go func() { defer wg.Done(); b.watch(p, m, stdoutDone) }()
-	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
-	return b.serve(m, &wg, func() { p.Stop(b.hurry) })
+// dial connects to the remote server (a new session at every run), for the
+// run whose mux is m, and records both. The caller holds startMu. The
+// connection is over when the session expired, or a ping failed.
+func (b *backend) dial(m *mux) (link, error) {
+	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
+	rc.maxLine, rc.closeGrace = int(b.gcfg.MaxLineBytes), b.gcfg.StopGrace.D()
+	b.mu.Lock()
+	b.remote, b.mux, b.logLevel = rc, m, ""
+	b.mu.Unlock()
+	b.log.Info("connecting", "url", shownURL(b.cfg.URL))
+	watch := func(m *mux, _ <-chan struct{}) {
+		select {
+		case <-rc.Done():
+			m.close(unavailable("%v", rc.Err()))
+		case <-m.done:
+		}
+	}
+	return link{conn: rc, watch: watch}, nil
 }
 
 // newMux returns a mux for a run of the server: its notifications and
@@ -270,7 +310,7 @@ func (b *backend) newMux(refresh chan<- struct{}) *mux {
 // serve completes the handshake over m, whose reading and writing wg
 // already runs, and serves until m closes; then it stops the server with
 // stop, waits for wg, and returns how long the server was ready and why it
-// ended. Local and remote servers differ only in what runs in wg and in stop.
+// ended.
 func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.Duration, err error) {
 	if err := b.handshake(m); err != nil {
 		m.close(unavailable("server %q: %v", b.name, err))
@@ -297,46 +337,6 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	stop()
 	wg.Wait()
 	return readyFor, m.err // set once done is closed
-}
-
-// runRemote is runOnce for a remote server: it connects (a new session at
-// every run), completes the handshake, serves until the connection is over
-// (the session expired, or a ping failed), and returns how long it was ready
-// and why it ended.
-func (b *backend) runRemote() (readyFor time.Duration, err error) {
-	b.startMu.Lock()
-	if b.isStopping() {
-		b.startMu.Unlock()
-		return 0, errors.New("stopped before it started")
-	}
-	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
-	refresh := make(chan struct{}, 1)
-	m := b.newMux(refresh)
-	b.mu.Lock()
-	b.remote, b.mux, b.logLevel = rc, m, ""
-	b.mu.Unlock()
-	b.startMu.Unlock()
-	b.log.Info("connecting", "url", shownURL(b.cfg.URL))
-
-	closeConn := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StopGrace.D())
-		defer cancel()
-		rc.Close(ctx)
-	}
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); m.writeLoop(rc.Stdin()) }()
-	go func() { defer wg.Done(); m.readLoop(rc.Stdout(), int(b.gcfg.MaxLineBytes)) }()
-	go func() {
-		defer wg.Done()
-		select {
-		case <-rc.Done():
-			m.close(unavailable("%v", rc.Err()))
-		case <-m.done:
-		}
-	}()
-	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
-	return b.serve(m, &wg, closeConn)
 }
 
 // httpClient returns the client for a remote server: no overall timeout
@@ -744,9 +744,7 @@ func (b *backend) stop(hurry <-chan struct{}, why string) {
 	b.mu.Unlock()
 	b.startMu.Unlock()
 	if rc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.StopGrace.D())
-		rc.Close(ctx)
-		cancel()
+		rc.Close()
 	}
 
 	// A second signal (hurry) skips the ladder's waits; its watcher ends,
