@@ -215,7 +215,7 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 		params = modernParams(params, rel)
 	}
 	if rel != nil && rel.token != nil {
-		params = setMeta(params, "progressToken", strconv.AppendInt(nil, id, 10))
+		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
 	}
 	line, err := encodeRequest(id, method, params)
 	if err != nil {
@@ -629,7 +629,7 @@ func (m *mux) progress(msg *wireMsg) {
 		m.log.Debug("dropping progress for a request not in flight", "progressToken", truncate(p.Token, 50))
 		return
 	}
-	params := setMember(msg.Params, "progressToken", rel.token)
+	params := setMember(msg.Params, metaProgressToken, rel.token)
 	note, _ := encodeNotification("notifications/progress", params)
 	rel.send(note[:len(note)-1])
 }

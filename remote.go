@@ -681,18 +681,13 @@ func modernVersionOf(params json.RawMessage) string {
 // mcpName returns the Mcp-Name header of a modern request: the tool, prompt
 // or resource it is about.
 func mcpName(method string, params json.RawMessage) string {
-	member := ""
-	switch method {
-	case "tools/call", "prompts/get":
-		member = "name"
-	case "resources/read":
-		member = "uri"
-	default:
+	info := methods[method]
+	if !info.mcpName {
 		return ""
 	}
 	var name string
 	members(params, func(key string, value []byte) {
-		if key == member {
+		if key == info.member {
 			json.Unmarshal(value, &name)
 		}
 	})
