@@ -26,12 +26,6 @@ import (
 // modernVersion is the one modern protocol version corral speaks.
 const modernVersion = "2026-07-28"
 
-// modernRequest is what a modern request says of its client.
-type modernRequest struct {
-	caps     capabilities
-	logLevel string
-}
-
 // claimsModern reports whether a request's params carry the modern era's
 // protocol version in _meta, which makes it a modern request.
 func claimsModern(params json.RawMessage) bool {
@@ -55,9 +49,12 @@ func modernStatus(r *reply) int {
 	return http.StatusOK
 }
 
-// modernOf returns the modern envelope in a request's params, nil for a
-// legacy request, or the error to answer a malformed modern request with.
-func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
+// modernOf returns msg, a request, in the internal form if its params
+// claim the modern era: with the client's capabilities and log level from
+// its _meta. It returns nil for a legacy request, or the error to answer a
+// malformed modern request with.
+func modernOf(msg *wireMsg) (*inbound, *wireError) {
+	params := msg.Params
 	if !bytes.Contains(params, []byte(metaVersion)) {
 		return nil, nil // the common case, decided without decoding
 	}
@@ -73,64 +70,35 @@ func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
 		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": version})
 		return nil, &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", version, strings.Join(allVersions(), ", ")), Data: data}
 	}
-	mr := &modernRequest{}
-	if err := json.Unmarshal(p.Meta[metaCaps], &mr.caps); err != nil || mr.caps == nil {
+	in := &inbound{msg: msg, era: eraModern}
+	if err := json.Unmarshal(p.Meta[metaCaps], &in.caps); err != nil || in.caps == nil {
 		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta must hold %q, an object (empty if the client offers nothing)", metaCaps)}
 	}
 	if raw := p.Meta[metaLogLevel]; raw != nil {
-		if json.Unmarshal(raw, &mr.logLevel) != nil || !slices.Contains(logLevels, mr.logLevel) {
+		if json.Unmarshal(raw, &in.logLevel) != nil || !slices.Contains(logLevels, in.logLevel) {
 			return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta %q must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))}
 		}
 	}
-	return mr, nil
+	return in, nil
 }
 
 // allVersions are the protocol versions corral serves, newest first.
 func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
 
-// handleModern serves a modern request. Methods of the legacy era alone
-// (initialize, ping, logging/setLevel, resources/subscribe) are not found.
-func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr *modernRequest, send func([]byte)) *reply {
-	var result any
-	var err error
-	info := served(msg.Method, eraModern)
-	switch info.op {
-	case opDiscover:
-		g.waitFirstStarts(ctx)
-		res := map[string]any{
-			"supportedVersions": allVersions(),
-			"capabilities":      g.capabilities(),
-			"_meta":             serverInfoMeta(),
-		}
-		if in := g.instructions(); in != "" {
-			res["instructions"] = in
-		}
-		result = res
-	case opList:
-		meta, _ := json.Marshal(serverInfoMeta())
-		var page json.RawMessage
-		if page, err = g.list(ctx, info.kind, msg.Params, meta); err == nil {
-			result = page
-		}
-	case opForward:
-		b, params, token, werr := g.route(ctx, msg)
-		if werr != nil {
-			return errorReply(msg.ID, werr)
-		}
-		return g.forward(ctx, s, msg, b, params, token, send, mr)
-	case opListen:
-		return g.listen(ctx, msg, send)
-	default:
-		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", msg.Method, modernVersion)}
+// discover returns the result of server/discover: the versions corral
+// speaks, its capabilities and its instructions, once every server's first
+// start has ended (or ctx has).
+func (g *Gateway) discover(ctx context.Context) map[string]any {
+	g.waitFirstStarts(ctx)
+	res := map[string]any{
+		"supportedVersions": allVersions(),
+		"capabilities":      g.capabilities(),
+		"_meta":             serverInfoMeta(),
 	}
-	if err != nil {
-		return errorReply(msg.ID, asWireError(err))
+	if in := g.instructions(); in != "" {
+		res["instructions"] = in
 	}
-	raw, ok := result.(json.RawMessage) // a page of a list: not encoded again
-	if !ok {
-		raw, _ = json.Marshal(result)
-	}
-	return completeReply(msg.ID, raw, info.cacheable)
+	return res
 }
 
 // listen serves subscriptions/listen: the changes of the lists the client
@@ -383,7 +351,8 @@ const statePrefix = "corral-"
 // requests of the client while it serves the call become input_required
 // results; the call itself goes on, under a context of its own, until the
 // client sends the request again with the answers (or requestTimeout ends).
-func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, params json.RawMessage, rel *related, timeout time.Duration) *reply {
+func (g *Gateway) forwardModern(ctx context.Context, in *inbound, b *backend, params json.RawMessage, rel *related, timeout time.Duration) *reply {
+	msg := in.msg
 	var p struct {
 		State     string                     `json:"requestState"`
 		Responses map[string]json.RawMessage `json:"inputResponses"`
@@ -418,7 +387,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 	select {
 	case <-ex.done:
 		ex.cancel()
-		return g.answerReply(ctx, msg, b, ex.answer, ex.err, timeout, start, true)
+		return g.answerReply(ctx, in, b, ex.answer, ex.err, timeout, start)
 	case o := <-ex.rel.inputs:
 		ex.n++
 		key := fmt.Sprintf("input-%d", ex.n)
@@ -441,7 +410,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 		ex.cancel()
 		<-ex.done
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
-			return g.answerReply(ctx, msg, b, nil, context.Canceled, timeout, start, true)
+			return g.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
 		}
 		return nil
 	}

@@ -7,16 +7,19 @@ import (
 	"strings"
 )
 
-// The steps of the router: what Gateway.handle does with a legacy request,
-// and how Gateway.routeTo finds the server a forwarded request goes to, by
-// the method's routing member (see methods in protocol.go).
+// The steps of the router: what Gateway.handle does with a request of
+// either era, and how Gateway.routeTo finds the server a forwarded request
+// goes to, by the method's routing member (see methods in protocol.go).
 
-// handleLegacy serves a request of a legacy client's session: corral answers
-// it, or forwards it to the server its routing member names. key is the
-// request's key in the session's inflight. It returns nil
-// if the client cancelled a forwarded request: it wants no answer.
-func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, key string, send func([]byte)) *reply {
-	info := served(msg.Method, eraLegacy)
+// serve serves a request, in whichever era it came: corral answers it, or
+// forwards it to the server its routing member names. What it does is the
+// method's op in the table of methods, for the request's era; the request
+// (era.go) shapes the result. key is the request's key in the session's
+// inflight. It returns nil if the client cancelled a forwarded request: it
+// wants no answer.
+func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string, send func([]byte)) *reply {
+	msg := in.msg
+	info := served(msg.Method, in.era)
 	var result any
 	var err error
 	switch info.op {
@@ -24,14 +27,16 @@ func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, ke
 		result, err = g.initialize(ctx, s, msg.Params)
 	case opPing:
 		result = json.RawMessage("{}")
+	case opDiscover:
+		result = g.discover(ctx)
 	case opList:
-		result, err = g.list(ctx, info.kind, msg.Params, nil)
+		result, err = g.list(ctx, info.kind, msg.Params, in.ownMeta())
 	case opForward:
 		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		r := g.forward(ctx, s, msg, b, params, token, send, nil)
+		r := g.forward(ctx, s, in, b, params, token, send)
 		if r == nil || s.wasCancelled(key) {
 			return nil // the client cancelled it: it wants no answer
 		}
@@ -42,17 +47,19 @@ func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, ke
 		result, err = g.unsubscribe(ctx, s, msg.Params)
 	case opSetLevel:
 		result, err = g.setLogLevel(s, msg.Params)
+	case opListen:
+		return g.listen(ctx, msg, send)
 	default:
-		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
+		err = in.notServed()
 	}
 	if err != nil {
 		return errorReply(msg.ID, asWireError(err))
 	}
-	raw, ok := result.(json.RawMessage)
+	raw, ok := result.(json.RawMessage) // a page of a list: not encoded again
 	if !ok {
 		raw, _ = json.Marshal(result)
 	}
-	return resultReply(msg.ID, raw)
+	return in.result(raw, info.cacheable)
 }
 
 // routeByName routes a request whose params name an item of kind k: to the
