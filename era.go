@@ -1,31 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // The eras at the edge. A client speaks one of two eras: legacy (MCP
 // 2024-11-05 to 2025-11-25, where a session begins with initialize) or
 // 2026-07-28 (modern.go: no session; each request carries its version and
 // its client's capabilities in _meta). Where a message enters, its front
-// end turns it into an inbound with inboundOf, and so decodes its era once;
-// the gateway then serves every inbound with the same steps, and asks the
-// inbound only what its era decides: which methods it is served (the
-// table's eras, protocol.go), what a result says as it leaves for the
-// client, and whose capabilities go with it to a server.
-
-// inbound is one message from a client in corral's one internal form: the
-// message and the era it came in. It is made once, where the message
-// enters, and not changed after.
-type inbound struct {
-	msg *wireMsg
-	era era // eraLegacy or eraModern, never both
-	// caps and logLevel are what a modern request says of its client. A
-	// legacy client said them once, at initialize: they are its session's.
-	caps     capabilities
-	logLevel string
-}
+// end turns it into an inbound (router.go) with inboundOf, and so decodes
+// its era once; the gateway then serves every inbound with the same steps
+// and asks the era, through eraRules, only what differs: legacyEra here,
+// modernEra in modern.go.
 
 // inboundOf returns msg in the internal form, with the era its params
 // claim, or the error to answer a malformed modern request with. Only a
@@ -47,51 +36,65 @@ func inboundOf(msg *wireMsg) (*inbound, *wireError) {
 
 // legacyInbound returns msg, a message of a legacy session, in the internal
 // form.
-func legacyInbound(msg *wireMsg) *inbound { return &inbound{msg: msg, era: eraLegacy} }
+func legacyInbound(msg *wireMsg) *inbound {
+	return &inbound{msg: msg, era: eraLegacy, rules: legacyEra{}}
+}
 
-// client returns the capabilities of the request's client and the least
-// severe log level it wants, to go with the request to a server: the
-// request's own in the modern era, else those s, its session, learned.
-func (in *inbound) client(s *session) (capabilities, string) {
-	if in.era == eraModern {
-		return in.caps, in.logLevel
-	}
+// legacyEra is the legacy era's eraRules. It holds nothing: a legacy
+// client said what it offers once, at initialize, and its session keeps it.
+type legacyEra struct{}
+
+// result returns result as it is: a legacy result has nothing to add.
+func (legacyEra) result(id, result json.RawMessage, _ bool) *reply { return resultReply(id, result) }
+
+// ownMeta returns nil: a legacy result corral makes has no _meta.
+func (legacyEra) ownMeta() json.RawMessage { return nil }
+
+func (legacyEra) notServed(method string) *wireError {
+	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", method)}
+}
+
+// silencedByCancel is false: a legacy client that cancelled a request
+// wants no answer to it only if corral forwarded it.
+func (legacyEra) silencedByCancel() bool { return false }
+
+// forward forwards a legacy client's request, with the capabilities and log
+// level of its session, under requestTimeout. A modern server's requests
+// for the client's input become requests to the client's session (see
+// Gateway.askClient). Ending ctx cancels the call, and the server's requests
+// of the client still unanswered. It blocks until the call ends.
+func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
+	in, b, rel := f.in, f.b, f.rel
+	s := rel.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.clientCaps, s.logLevel
-}
-
-// result returns the answer that carries result, shaped for the request's
-// era as it leaves for the client: a legacy result goes as it is; a modern
-// one gains what the era requires of every result (see completeReply).
-// cacheable is the method's, from the table. The result is not copied.
-func (in *inbound) result(result json.RawMessage, cacheable bool) *reply {
-	if in.era == eraModern {
-		return completeReply(in.msg.ID, result, cacheable)
+	rel.caps, rel.logLevel = s.clientCaps, s.logLevel
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	defer func() {
+		if ctx.Err() != nil {
+			g.cancelAsked(rel) // before cancel, which would make every call look cancelled
+		}
+	}()
+	start := time.Now()
+	method := in.msg.Method
+	answer, err := b.call(ctx, method, f.params, rel)
+	// A modern server may ask for the client's input first; a legacy client
+	// is asked with requests of its own era. Only a modern server's result
+	// can be such a request, so a legacy server's answer is not scanned.
+	for round := 0; err == nil && answer.Error == nil && b.isModern(); round++ {
+		ir := asInputRequired(answer.Result)
+		if ir == nil {
+			break
+		}
+		if round == maxInputRounds {
+			err = fmt.Errorf("server %q asked for input more than %d times in one request", b.name, maxInputRounds)
+			break
+		}
+		var retry json.RawMessage
+		if retry, err = g.askClient(ctx, rel, f.params, ir); err == nil {
+			answer, err = b.call(ctx, method, retry, rel)
+		}
 	}
-	return resultReply(in.msg.ID, result)
+	return g.answerReply(ctx, in, b, answer, err, f.timeout, start)
 }
-
-// ownMeta returns the _meta of a result corral makes itself for the request,
-// or nil: the modern era names the server in every result.
-func (in *inbound) ownMeta() json.RawMessage {
-	if in.era != eraModern {
-		return nil
-	}
-	meta, _ := json.Marshal(serverInfoMeta())
-	return meta
-}
-
-// notServed returns the error that answers a request whose method corral
-// does not serve in the request's era.
-func (in *inbound) notServed() *wireError {
-	if in.era == eraModern {
-		return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", in.msg.Method, modernVersion)}
-	}
-	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", in.msg.Method)}
-}
-
-// silencedByCancel reports whether a client that cancelled the request wants
-// no answer to it whatever corral did with it. A legacy client wants none
-// to a forwarded request only (see Gateway.serve); a modern one, to any.
-func (in *inbound) silencedByCancel() bool { return in.era == eraModern }

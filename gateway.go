@@ -400,7 +400,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 		send = s.send
 	}
 	r := g.serve(ctx, s, in, key, send)
-	if r != nil && in.silencedByCancel() && s.wasCancelled(key) {
+	if r != nil && in.rules.silencedByCancel() && s.wasCancelled(key) {
 		return nil
 	}
 	return r
@@ -485,42 +485,11 @@ func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType,
 // answer with the client's ID, or nil if the client cancelled the request.
 // The server's progress for it (if token, the client's progress token, is
 // not nil) and its requests to the client while it is in flight go to send.
+// How it waits for the answer is the request's era's (eraRules.forward).
 func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
 	rel := &related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}
-	rel.caps, rel.logLevel = in.client(s)
-	timeout := g.config().requestTimeout(b.cfg)
-	if in.era == eraModern {
-		rel.modern = true
-		return g.forwardModern(ctx, in, b, params, rel, timeout)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	defer func() {
-		if ctx.Err() != nil {
-			g.cancelAsked(rel) // before cancel, which would make every call look cancelled
-		}
-	}()
-	start := time.Now()
-	method := in.msg.Method
-	answer, err := b.call(ctx, method, params, rel)
-	// A modern server may ask for the client's input first; a legacy client
-	// is asked with requests of its own era. Only a modern server's result
-	// can be such a request, so a legacy server's answer is not scanned.
-	for round := 0; err == nil && answer.Error == nil && b.isModern(); round++ {
-		ir := asInputRequired(answer.Result)
-		if ir == nil {
-			break
-		}
-		if round == maxInputRounds {
-			err = fmt.Errorf("server %q asked for input more than %d times in one request", b.name, maxInputRounds)
-			break
-		}
-		var retry json.RawMessage
-		if retry, err = g.askClient(ctx, rel, params, ir); err == nil {
-			answer, err = b.call(ctx, method, retry, rel)
-		}
-	}
-	return g.answerReply(ctx, in, b, answer, err, timeout, start)
+	f := &forwarding{in: in, b: b, params: params, rel: rel, timeout: g.config().requestTimeout(b.cfg)}
+	return in.rules.forward(ctx, g, f)
 }
 
 // answerReply returns the answer to a forwarded request: the server's,
@@ -553,7 +522,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.result(answer.Result, cacheable(msg.Method))
+		r = in.rules.result(msg.ID, answer.Result, cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.metrics.observe(outcome, time.Since(start))

@@ -70,7 +70,7 @@ func modernOf(msg *wireMsg) (*inbound, *wireError) {
 		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": version})
 		return nil, &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", version, strings.Join(allVersions(), ", ")), Data: data}
 	}
-	in := &inbound{msg: msg, era: eraModern}
+	in := &inbound{msg: msg, era: eraModern, rules: modernEra{}}
 	if err := json.Unmarshal(p.Meta[metaCaps], &in.caps); err != nil || in.caps == nil {
 		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta must hold %q, an object (empty if the client offers nothing)", metaCaps)}
 	}
@@ -82,23 +82,35 @@ func modernOf(msg *wireMsg) (*inbound, *wireError) {
 	return in, nil
 }
 
-// allVersions are the protocol versions corral serves, newest first.
-func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
+// modernEra is the 2026-07-28 era's eraRules. It holds nothing: what a
+// modern request says of its client is in the inbound.
+type modernEra struct{}
 
-// discover returns the result of server/discover: the versions corral
-// speaks, its capabilities and its instructions, once every server's first
-// start has ended (or ctx has).
-func (g *Gateway) discover(ctx context.Context) map[string]any {
-	g.waitFirstStarts(ctx)
-	res := map[string]any{
-		"supportedVersions": allVersions(),
-		"capabilities":      g.capabilities(),
-		"_meta":             serverInfoMeta(),
-	}
-	if in := g.instructions(); in != "" {
-		res["instructions"] = in
-	}
-	return res
+// result returns the answer with what every modern result needs (see
+// completeReply).
+func (modernEra) result(id, result json.RawMessage, cacheable bool) *reply {
+	return completeReply(id, result, cacheable)
+}
+
+// ownMeta names corral as the server: every modern result does.
+func (modernEra) ownMeta() json.RawMessage {
+	meta, _ := json.Marshal(serverInfoMeta())
+	return meta
+}
+
+func (modernEra) notServed(method string) *wireError {
+	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", method, modernVersion)}
+}
+
+// silencedByCancel is true: a modern client that cancelled a request, by
+// closing its stream or with notifications/cancelled, wants no answer.
+func (modernEra) silencedByCancel() bool { return true }
+
+// forward forwards a modern client's request with the capabilities and log
+// level its _meta names; see Gateway.forwardModern.
+func (modernEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
+	f.rel.modern, f.rel.caps, f.rel.logLevel = true, f.in.caps, f.in.logLevel
+	return g.forwardModern(ctx, f.in, f.b, f.params, f.rel, f.timeout)
 }
 
 // listen serves subscriptions/listen: the changes of the lists the client
@@ -207,11 +219,6 @@ func completeReply(id, result json.RawMessage, cacheable bool) *reply {
 	r.head = append(r.head, "{"+members+","...)
 	r.result = result[i+1:]
 	return r
-}
-
-// serverInfoMeta is the _meta of a result corral makes itself.
-func serverInfoMeta() map[string]any {
-	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
 }
 
 // modernParams returns params with the _meta a modern server needs: the

@@ -165,3 +165,11 @@ func served(method string, e era) methodInfo {
 // cacheable reports whether the result of method is cacheable in the
 // modern era, and so has ttlMs and cacheScope.
 func cacheable(method string) bool { return methods[method].cacheable }
+
+// allVersions are the protocol versions corral serves, newest first.
+func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
+
+// serverInfoMeta is the _meta of a result corral makes itself.
+func serverInfoMeta() map[string]any {
+	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
+}
