@@ -414,9 +414,11 @@ func asWireError(err error) *wireError {
 	return &wireError{Code: codeInternalError, Message: err.Error()}
 }
 
+// handleNotification serves a notification from session s: what it does is
+// the method's op in the table of methods (see heard).
 func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
-	switch msg.Method {
-	case "notifications/cancelled":
+	switch heard(msg.Method).op {
+	case opCancel:
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
@@ -424,7 +426,7 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 			return
 		}
 		s.cancelRequest(string(p.RequestID))
-	case "notifications/initialized":
+	case opAcknowledged:
 	default:
 		g.log.Debug("notification from client ignored", "method", msg.Method)
 	}

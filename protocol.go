@@ -66,7 +66,8 @@ const (
 	fromEither               // either side (cancellation, progress)
 )
 
-// op says what corral does with a request a client sends it.
+// op says what corral does with a request or a notification a client sends
+// it.
 type op uint8
 
 const (
@@ -80,6 +81,9 @@ const (
 	opUnsubscribe           // corral unsubscribes the session, and the server after the last
 	opSetLevel              // corral keeps the session's level and sets the servers' to the lowest wanted
 	opListen                // corral streams the changes the client asks for until it goes away
+
+	opCancel       // a notification: corral cancels the client's request it names
+	opAcknowledged // a notification corral expects, with nothing to do
 )
 
 // Routing members: the member of a request's params that names what it is
@@ -94,7 +98,7 @@ const (
 type methodInfo struct {
 	from         sender
 	notification bool // no answer is sent, and none is awaited
-	op           op   // for a request from a client: what corral does with it
+	op           op   // for a request or a notification from a client: what corral does with it
 	kind         kind // for opList, the kind listed; for a routeName forward, the kind named
 	member       string
 	// mcpName says a modern request repeats its routing member in the
@@ -132,7 +136,7 @@ var methods = map[string]methodInfo{
 	"subscriptions/listen":     {from: fromClient, op: opListen, eras: eraModern},
 
 	// Notifications from clients.
-	"notifications/initialized": {from: fromClient, notification: true, eras: eraLegacy},
+	"notifications/initialized": {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},
 
 	// Requests from servers, passed to a client that declared the capability.
 	"sampling/createMessage": {from: fromServer, eras: eraBoth, capability: "sampling"},
@@ -148,7 +152,7 @@ var methods = map[string]methodInfo{
 	"notifications/subscriptions/acknowledged": {from: fromServer, notification: true, eras: eraModern},
 
 	// Notifications either side sends.
-	"notifications/cancelled": {from: fromEither, notification: true, eras: eraBoth},
+	"notifications/cancelled": {from: fromEither, notification: true, op: opCancel, eras: eraBoth},
 	"notifications/progress":  {from: fromEither, notification: true, eras: eraBoth},
 }
 
@@ -157,6 +161,16 @@ var methods = map[string]methodInfo{
 func served(method string, e era) methodInfo {
 	info := methods[method]
 	if info.from != fromClient || info.notification || info.eras&e == 0 {
+		return methodInfo{}
+	}
+	return info
+}
+
+// heard returns what corral does with a notification a client sent: opNone
+// if it has nothing to do with it but log it.
+func heard(method string) methodInfo {
+	info := methods[method]
+	if info.from == fromServer || !info.notification {
 		return methodInfo{}
 	}
 	return info
