@@ -110,7 +110,7 @@ func (modernEra) silencedByCancel() bool { return true }
 // level its _meta names; see Gateway.forwardModern.
 func (modernEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
 	f.rel.modern, f.rel.caps, f.rel.logLevel = true, f.in.caps, f.in.logLevel
-	return g.forwardModern(ctx, f.in, f.b, f.params, f.rel, f.timeout)
+	return g.forwardModern(ctx, f)
 }
 
 // completeReply answers a modern request with result, adding what every
@@ -289,7 +289,8 @@ const statePrefix = "corral-"
 // requests of the client while it serves the call become input_required
 // results; the call itself goes on, under a context of its own, until the
 // client sends the request again with the answers (or requestTimeout ends).
-func (g *Gateway) forwardModern(ctx context.Context, in *inbound, b *backend, params json.RawMessage, rel *related, timeout time.Duration) *reply {
+func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
+	in, b, params, rel, timeout := f.in, f.b, f.params, f.rel, f.timeout
 	msg := in.msg
 	var p struct {
 		State     string                     `json:"requestState"`
