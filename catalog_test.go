@@ -191,7 +191,7 @@ func catalogOf(tb testing.TB, n, size int) (*Gateway, int) {
 // listTools serves one tools/list, as a session's request, and returns the
 // answer's size in bytes.
 func listTools(tb testing.TB, g *Gateway, s *session) int {
-	r := g.handle(context.Background(), s, &wireMsg{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: "tools/list"}, nil)
+	r := g.handle(context.Background(), s, legacyInbound(&wireMsg{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: "tools/list"}), nil)
 	if r == nil || r.code != 0 {
 		tb.Fatalf("tools/list = %+v, want a result", r)
 	}

@@ -352,13 +352,15 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 	return &msg, nil
 }
 
-// handle serves one message from a session and returns the answer to send
-// back, or nil when the message needs none. ctx ends when the client goes
-// away. send delivers a message related to the request (progress, a server's
-// request to the client) on the request's own stream; it must not block.
-// What it does with a request is the method's op in the table of methods
-// (protocol.go), in the request's era: see handleLegacy and handleModern.
-func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send func([]byte)) *reply {
+// handle serves one message from a session, in the internal form its front
+// end made of it (see inboundOf), and returns the answer to send back, or
+// nil when the message needs none. ctx ends when the client goes away. send
+// delivers a message related to the request (progress, a server's request
+// to the client) on the request's own stream; it must not block; if nil,
+// the session's own. handle blocks until the request is served, and is safe
+// for concurrent use. What it does with a request is serve's.
+func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+	msg := in.msg
 	if msg.Method == "" {
 		g.clientAnswer(s, msg)
 		return nil
@@ -366,10 +368,6 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	if msg.ID == nil {
 		g.handleNotification(s, msg)
 		return nil
-	}
-	mr, merr := modernOf(msg.Params)
-	if merr != nil {
-		return errorReply(msg.ID, merr)
 	}
 	key := string(msg.ID)
 	ctx, cancelCause := context.WithCancelCause(ctx)
@@ -401,14 +399,11 @@ func (g *Gateway) handle(ctx context.Context, s *session, msg *wireMsg, send fun
 	if send == nil {
 		send = s.send
 	}
-	if mr != nil {
-		r := g.handleModern(ctx, s, msg, mr, send)
-		if r == nil || s.wasCancelled(key) {
-			return nil
-		}
-		return r
+	r := g.serve(ctx, s, in, key, send)
+	if r != nil && in.rules.silencedByCancel() && s.wasCancelled(key) {
+		return nil
 	}
-	return g.handleLegacy(ctx, s, msg, key, send)
+	return r
 }
 
 func asWireError(err error) *wireError {
@@ -419,9 +414,11 @@ func asWireError(err error) *wireError {
 	return &wireError{Code: codeInternalError, Message: err.Error()}
 }
 
+// handleNotification serves a notification from session s: what it does is
+// the method's op in the table of methods (see heard).
 func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
-	switch msg.Method {
-	case "notifications/cancelled":
+	switch heard(msg.Method).op {
+	case opCancel:
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
@@ -429,7 +426,7 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 			return
 		}
 		s.cancelRequest(string(p.RequestID))
-	case "notifications/initialized":
+	case opAcknowledged:
 	default:
 		g.log.Debug("notification from client ignored", "method", msg.Method)
 	}
@@ -490,49 +487,18 @@ func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType,
 // answer with the client's ID, or nil if the client cancelled the request.
 // The server's progress for it (if token, the client's progress token, is
 // not nil) and its requests to the client while it is in flight go to send.
-// mr is the request's modern envelope, or nil.
-func (g *Gateway) forward(ctx context.Context, s *session, msg *wireMsg, b *backend, params, token json.RawMessage, send func([]byte), mr *modernRequest) *reply {
+// How it waits for the answer is the request's era's (eraRules.forward).
+func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
 	rel := &related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}
-	timeout := g.config().requestTimeout(b.cfg)
-	if mr != nil {
-		rel.modern, rel.caps, rel.logLevel = true, mr.caps, mr.logLevel
-		return g.forwardModern(ctx, msg, b, params, rel, timeout)
-	}
-	s.mu.Lock()
-	rel.caps, rel.logLevel = s.clientCaps, s.logLevel
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	defer func() {
-		if ctx.Err() != nil {
-			g.cancelAsked(rel) // before cancel, which would make every call look cancelled
-		}
-	}()
-	start := time.Now()
-	answer, err := b.call(ctx, msg.Method, params, rel)
-	// A modern server may ask for the client's input first; a legacy client
-	// is asked with requests of its own era. Only a modern server's result
-	// can be such a request, so a legacy server's answer is not scanned.
-	for round := 0; err == nil && answer.Error == nil && b.isModern(); round++ {
-		ir := asInputRequired(answer.Result)
-		if ir == nil {
-			break
-		}
-		if round == maxInputRounds {
-			err = fmt.Errorf("server %q asked for input more than %d times in one request", b.name, maxInputRounds)
-			break
-		}
-		var retry json.RawMessage
-		if retry, err = g.askClient(ctx, rel, params, ir); err == nil {
-			answer, err = b.call(ctx, msg.Method, retry, rel)
-		}
-	}
-	return g.answerReply(ctx, msg, b, answer, err, timeout, start, false)
+	f := &forwarding{in: in, b: b, params: params, rel: rel, timeout: g.config().requestTimeout(b.cfg)}
+	return in.rules.forward(ctx, g, f)
 }
 
-// answerReply returns the answer to a forwarded request: the server's, or
-// an error that says why there is none. ctx is the request's.
-func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, answer *wireMsg, err error, timeout time.Duration, start time.Time, modern bool) *reply {
+// answerReply returns the answer to a forwarded request: the server's,
+// shaped for the request's era, or an error that says why there is none.
+// ctx is the request's.
+func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answer *wireMsg, err error, timeout time.Duration, start time.Time) *reply {
+	msg := in.msg
 	var r *reply
 	outcome := outcomeOK
 	what := msg.Method
@@ -557,10 +523,8 @@ func (g *Gateway) answerReply(ctx context.Context, msg *wireMsg, b *backend, ans
 	case answer.Error != nil:
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
-	case modern:
-		r = completeReply(msg.ID, answer.Result, cacheable(msg.Method))
 	default:
-		r = resultReply(msg.ID, answer.Result)
+		r = in.rules.result(msg.ID, answer.Result, cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.metrics.observe(outcome, time.Since(start))

@@ -213,11 +213,11 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.ID == nil || msg.Method == "" {
-		h.gw.handle(r.Context(), s.session, msg, nil)
+		h.gw.handle(r.Context(), s.session, legacyInbound(msg), nil)
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	h.serveRequest(w, r, s, msg)
+	h.serveRequest(w, r, s, legacyInbound(msg))
 }
 
 // readBody reads the request's body, up to maxRequestBytes, or writes the
@@ -282,16 +282,17 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 // event stream when the client accepts one and a server sends messages
 // related to the request first. An initialize that fails ends the session
 // it opened.
-func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, msg *wireMsg) {
+func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, in *inbound) {
+	msg := in.msg
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
-		if answer, streamed = h.call(w, r, s.session, msg, s.send); streamed {
+		if answer, streamed = h.call(w, r, s.session, in, s.send); streamed {
 			return
 		}
 	} else {
 		// Messages related to the request go to the session's stream.
-		answer = h.gw.handle(r.Context(), s.session, msg, nil)
+		answer = h.gw.handle(r.Context(), s.session, in, nil)
 	}
 	if answer == nil {
 		answer = errorReply(msg.ID, &wireError{Code: codeInternalError, Message: "request cancelled by the client"})
@@ -323,7 +324,8 @@ const relatedBuffer = 256
 // them, in order, and then the answer (streamed is true). The stream's
 // writer starts with the first such message, so that a plain call costs no
 // goroutine; after answers, messages go to after (if not nil).
-func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, msg *wireMsg, after func([]byte)) (answer *reply, streamed bool) {
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after func([]byte)) (answer *reply, streamed bool) {
+	msg := in.msg
 	var mu sync.Mutex
 	var rel chan []byte     // messages for the stream; made by the first one
 	var wrote chan struct{} // closed when the writer has written them all
@@ -361,7 +363,7 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 			dropped++
 		}
 	}
-	answer = h.gw.handle(r.Context(), s, msg, send)
+	answer = h.gw.handle(r.Context(), s, in, send)
 	mu.Lock()
 	open = false
 	if dropped > 1 {
@@ -398,12 +400,13 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(http.StatusBadRequest, errorReply(msg.ID, werr))
 		return
 	}
-	if _, werr := modernOf(msg.Params); werr != nil {
+	in, werr := inboundOf(msg) // modern: servePost saw its params claim it
+	if werr != nil {
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
 	s := h.gw.detachedSession()
-	a, streamed := h.call(w, r, s, msg, nil)
+	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
 		return
 	}

@@ -26,12 +26,6 @@ import (
 // modernVersion is the one modern protocol version corral speaks.
 const modernVersion = "2026-07-28"
 
-// modernRequest is what a modern request says of its client.
-type modernRequest struct {
-	caps     capabilities
-	logLevel string
-}
-
 // claimsModern reports whether a request's params carry the modern era's
 // protocol version in _meta, which makes it a modern request.
 func claimsModern(params json.RawMessage) bool {
@@ -55,9 +49,12 @@ func modernStatus(r *reply) int {
 	return http.StatusOK
 }
 
-// modernOf returns the modern envelope in a request's params, nil for a
-// legacy request, or the error to answer a malformed modern request with.
-func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
+// modernOf returns msg, a request, in the internal form if its params
+// claim the modern era: with the client's capabilities and log level from
+// its _meta. It returns nil for a legacy request, or the error to answer a
+// malformed modern request with.
+func modernOf(msg *wireMsg) (*inbound, *wireError) {
+	params := msg.Params
 	if !bytes.Contains(params, []byte(metaVersion)) {
 		return nil, nil // the common case, decided without decoding
 	}
@@ -73,133 +70,47 @@ func modernOf(params json.RawMessage) (*modernRequest, *wireError) {
 		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": version})
 		return nil, &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", version, strings.Join(allVersions(), ", ")), Data: data}
 	}
-	mr := &modernRequest{}
-	if err := json.Unmarshal(p.Meta[metaCaps], &mr.caps); err != nil || mr.caps == nil {
+	in := &inbound{msg: msg, era: eraModern, rules: modernEra{}}
+	if err := json.Unmarshal(p.Meta[metaCaps], &in.caps); err != nil || in.caps == nil {
 		return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta must hold %q, an object (empty if the client offers nothing)", metaCaps)}
 	}
 	if raw := p.Meta[metaLogLevel]; raw != nil {
-		if json.Unmarshal(raw, &mr.logLevel) != nil || !slices.Contains(logLevels, mr.logLevel) {
+		if json.Unmarshal(raw, &in.logLevel) != nil || !slices.Contains(logLevels, in.logLevel) {
 			return nil, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("_meta %q must be one of %s", metaLogLevel, strings.Join(logLevels, ", "))}
 		}
 	}
-	return mr, nil
+	return in, nil
 }
 
-// allVersions are the protocol versions corral serves, newest first.
-func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
+// modernEra is the 2026-07-28 era's eraRules. It holds nothing: what a
+// modern request says of its client is in the inbound.
+type modernEra struct{}
 
-// handleModern serves a modern request. Methods of the legacy era alone
-// (initialize, ping, logging/setLevel, resources/subscribe) are not found.
-func (g *Gateway) handleModern(ctx context.Context, s *session, msg *wireMsg, mr *modernRequest, send func([]byte)) *reply {
-	var result any
-	var err error
-	info := served(msg.Method, eraModern)
-	switch info.op {
-	case opDiscover:
-		g.waitFirstStarts(ctx)
-		res := map[string]any{
-			"supportedVersions": allVersions(),
-			"capabilities":      g.capabilities(),
-			"_meta":             serverInfoMeta(),
-		}
-		if in := g.instructions(); in != "" {
-			res["instructions"] = in
-		}
-		result = res
-	case opList:
-		meta, _ := json.Marshal(serverInfoMeta())
-		var page json.RawMessage
-		if page, err = g.list(ctx, info.kind, msg.Params, meta); err == nil {
-			result = page
-		}
-	case opForward:
-		b, params, token, werr := g.route(ctx, msg)
-		if werr != nil {
-			return errorReply(msg.ID, werr)
-		}
-		return g.forward(ctx, s, msg, b, params, token, send, mr)
-	case opListen:
-		return g.listen(ctx, msg, send)
-	default:
-		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", msg.Method, modernVersion)}
-	}
-	if err != nil {
-		return errorReply(msg.ID, asWireError(err))
-	}
-	raw, ok := result.(json.RawMessage) // a page of a list: not encoded again
-	if !ok {
-		raw, _ = json.Marshal(result)
-	}
-	return completeReply(msg.ID, raw, info.cacheable)
+// result returns the answer with what every modern result needs (see
+// completeReply).
+func (modernEra) result(id, result json.RawMessage, cacheable bool) *reply {
+	return completeReply(id, result, cacheable)
 }
 
-// listen serves subscriptions/listen: the changes of the lists the client
-// asks for, and the updates of the resources it names, go on the request's
-// stream, each with the request's ID as its subscription ID, until the
-// client closes the stream (or cancels the request) or corral shuts down.
-func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *reply {
-	var p struct {
-		Notifications *struct {
-			Tools     bool     `json:"toolsListChanged"`
-			Prompts   bool     `json:"promptsListChanged"`
-			Resources bool     `json:"resourcesListChanged"`
-			URIs      []string `json:"resourceSubscriptions"`
-		} `json:"notifications"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil || p.Notifications == nil {
-		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: `subscriptions/listen: params must hold "notifications", the notifications wanted`})
-	}
-	n := p.Notifications
-	want := map[string]bool{
-		kinds[kindTool].changed:           n.Tools,
-		kinds[kindPrompt].changed:         n.Prompts,
-		kinds[kindResource].changed:       n.Resources,
-		"notifications/resources/updated": true,
-	}
-	subID := msg.ID
-	ls := &session{initialized: true, inflight: map[string]context.CancelFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
-	ls.notify = func(note []byte) {
-		var m struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		if json.Unmarshal(note, &m) != nil || !want[m.Method] {
-			return
-		}
-		line, _ := encodeNotification(m.Method, setMeta(m.Params, metaSubscriptionID, subID))
-		send(line[:len(line)-1])
-	}
-	g.sessions.add(ls)
-	defer g.endSession(ls)
-	var honoured []string
-	for _, uri := range n.URIs {
-		if _, err := g.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
-			honoured = append(honoured, uri)
-		} else {
-			g.log.Debug("subscriptions/listen: a resource cannot be subscribed to", "uri", uri, "err", err)
-		}
-	}
-	ack := map[string]any{}
-	for key, on := range map[string]bool{"toolsListChanged": n.Tools, "promptsListChanged": n.Prompts, "resourcesListChanged": n.Resources} {
-		if on {
-			ack[key] = true
-		}
-	}
-	if len(honoured) > 0 {
-		ack["resourceSubscriptions"] = honoured
-	}
-	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": ack})
-	line, _ := encodeNotification("notifications/subscriptions/acknowledged", params)
-	send(line[:len(line)-1])
-	select {
-	case <-ctx.Done():
-		if !errors.Is(context.Cause(ctx), errShuttingDown) {
-			return nil // the client ended it
-		}
-	case <-g.quiet.Done():
-	}
-	raw, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
-	return resultReply(msg.ID, raw)
+// ownMeta names corral as the server: every modern result does.
+func (modernEra) ownMeta() json.RawMessage {
+	meta, _ := json.Marshal(serverInfoMeta())
+	return meta
+}
+
+func (modernEra) notServed(method string) *wireError {
+	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not served to %s clients by corral", method, modernVersion)}
+}
+
+// silencedByCancel is true: a modern client that cancelled a request, by
+// closing its stream or with notifications/cancelled, wants no answer.
+func (modernEra) silencedByCancel() bool { return true }
+
+// forward forwards a modern client's request with the capabilities and log
+// level its _meta names; see Gateway.forwardModern.
+func (modernEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
+	f.rel.modern, f.rel.caps, f.rel.logLevel = true, f.in.caps, f.in.logLevel
+	return g.forwardModern(ctx, f)
 }
 
 // completeReply answers a modern request with result, adding what every
@@ -239,11 +150,6 @@ func completeReply(id, result json.RawMessage, cacheable bool) *reply {
 	r.head = append(r.head, "{"+members+","...)
 	r.result = result[i+1:]
 	return r
-}
-
-// serverInfoMeta is the _meta of a result corral makes itself.
-func serverInfoMeta() map[string]any {
-	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
 }
 
 // modernParams returns params with the _meta a modern server needs: the
@@ -383,7 +289,9 @@ const statePrefix = "corral-"
 // requests of the client while it serves the call become input_required
 // results; the call itself goes on, under a context of its own, until the
 // client sends the request again with the answers (or requestTimeout ends).
-func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, params json.RawMessage, rel *related, timeout time.Duration) *reply {
+func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
+	in, b, params, rel, timeout := f.in, f.b, f.params, f.rel, f.timeout
+	msg := in.msg
 	var p struct {
 		State     string                     `json:"requestState"`
 		Responses map[string]json.RawMessage `json:"inputResponses"`
@@ -418,7 +326,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 	select {
 	case <-ex.done:
 		ex.cancel()
-		return g.answerReply(ctx, msg, b, ex.answer, ex.err, timeout, start, true)
+		return g.answerReply(ctx, in, b, ex.answer, ex.err, timeout, start)
 	case o := <-ex.rel.inputs:
 		ex.n++
 		key := fmt.Sprintf("input-%d", ex.n)
@@ -441,7 +349,7 @@ func (g *Gateway) forwardModern(ctx context.Context, msg *wireMsg, b *backend, p
 		ex.cancel()
 		<-ex.done
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
-			return g.answerReply(ctx, msg, b, nil, context.Canceled, timeout, start, true)
+			return g.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
 		}
 		return nil
 	}

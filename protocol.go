@@ -66,7 +66,8 @@ const (
 	fromEither               // either side (cancellation, progress)
 )
 
-// op says what corral does with a request a client sends it.
+// op says what corral does with a request or a notification a client sends
+// it.
 type op uint8
 
 const (
@@ -80,6 +81,9 @@ const (
 	opUnsubscribe           // corral unsubscribes the session, and the server after the last
 	opSetLevel              // corral keeps the session's level and sets the servers' to the lowest wanted
 	opListen                // corral streams the changes the client asks for until it goes away
+
+	opCancel       // a notification: corral cancels the client's request it names
+	opAcknowledged // a notification corral expects, with nothing to do
 )
 
 // Routing members: the member of a request's params that names what it is
@@ -94,7 +98,7 @@ const (
 type methodInfo struct {
 	from         sender
 	notification bool // no answer is sent, and none is awaited
-	op           op   // for a request from a client: what corral does with it
+	op           op   // for a request or a notification from a client: what corral does with it
 	kind         kind // for opList, the kind listed; for a routeName forward, the kind named
 	member       string
 	// mcpName says a modern request repeats its routing member in the
@@ -132,7 +136,7 @@ var methods = map[string]methodInfo{
 	"subscriptions/listen":     {from: fromClient, op: opListen, eras: eraModern},
 
 	// Notifications from clients.
-	"notifications/initialized": {from: fromClient, notification: true, eras: eraLegacy},
+	"notifications/initialized": {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},
 
 	// Requests from servers, passed to a client that declared the capability.
 	"sampling/createMessage": {from: fromServer, eras: eraBoth, capability: "sampling"},
@@ -148,7 +152,7 @@ var methods = map[string]methodInfo{
 	"notifications/subscriptions/acknowledged": {from: fromServer, notification: true, eras: eraModern},
 
 	// Notifications either side sends.
-	"notifications/cancelled": {from: fromEither, notification: true, eras: eraBoth},
+	"notifications/cancelled": {from: fromEither, notification: true, op: opCancel, eras: eraBoth},
 	"notifications/progress":  {from: fromEither, notification: true, eras: eraBoth},
 }
 
@@ -162,6 +166,24 @@ func served(method string, e era) methodInfo {
 	return info
 }
 
+// heard returns what corral does with a notification a client sent: opNone
+// if it has nothing to do with it but log it.
+func heard(method string) methodInfo {
+	info := methods[method]
+	if info.from == fromServer || !info.notification {
+		return methodInfo{}
+	}
+	return info
+}
+
 // cacheable reports whether the result of method is cacheable in the
 // modern era, and so has ttlMs and cacheScope.
 func cacheable(method string) bool { return methods[method].cacheable }
+
+// allVersions are the protocol versions corral serves, newest first.
+func allVersions() []string { return append([]string{modernVersion}, protocolVersions...) }
+
+// serverInfoMeta is the _meta of a result corral makes itself.
+func serverInfoMeta() map[string]any {
+	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
+}

@@ -49,3 +49,22 @@ func TestForwardedRequestsHaveARoutingMember(t *testing.T) {
 		}
 	}
 }
+
+func TestHeardServesOnlyClientNotifications(t *testing.T) {
+	tests := []struct {
+		method string
+		want   op
+	}{
+		{"notifications/cancelled", opCancel},
+		{"notifications/initialized", opAcknowledged},
+		{"notifications/progress", opNone},           // a client's progress is ignored
+		{"notifications/tools/list_changed", opNone}, // a server's notification
+		{"tools/call", opNone},                       // a request, not a notification
+		{"no/such/method", opNone},
+	}
+	for _, tt := range tests {
+		if got := heard(tt.method).op; got != tt.want {
+			t.Errorf("heard(%q).op = %d, want %d", tt.method, got, tt.want)
+		}
+	}
+}

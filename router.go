@@ -5,18 +5,73 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
-// The steps of the router: what Gateway.handle does with a legacy request,
-// and how Gateway.routeTo finds the server a forwarded request goes to, by
-// the method's routing member (see methods in protocol.go).
+// The steps of the router: what Gateway.handle does with a request of
+// either era, and how Gateway.routeTo finds the server a forwarded request
+// goes to, by the method's routing member (see methods in protocol.go).
 
-// handleLegacy serves a request of a legacy client's session: corral answers
-// it, or forwards it to the server its routing member names. key is the
-// request's key in the session's inflight. It returns nil
-// if the client cancelled a forwarded request: it wants no answer.
-func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, key string, send func([]byte)) *reply {
-	info := served(msg.Method, eraLegacy)
+// inbound is one request from a client in corral's one internal form: the
+// message, the era it came in, and what the era decides. The era layer
+// (era.go) makes it where the message enters (see inboundOf), once; it is
+// not changed after.
+type inbound struct {
+	msg   *wireMsg
+	era   era // eraLegacy or eraModern, never both: which methods are served
+	rules eraRules
+	// caps and logLevel are what a modern request says of its client; a
+	// legacy client said them once, at initialize, to its session.
+	caps     capabilities
+	logLevel string
+}
+
+// eraRules is what the gateway asks of a request's era: the little that
+// still differs once a request is in the internal form. The era layer
+// implements it (legacyEra in era.go, modernEra in modern.go); the gateway
+// calls nothing else of that layer. Implementations hold no state and are
+// safe for concurrent use.
+type eraRules interface {
+	// result returns the answer to request id that carries result, as
+	// the era's results leave for the client; cacheable is the method's,
+	// from the table. The result is not copied.
+	result(id, result json.RawMessage, cacheable bool) *reply
+	// ownMeta returns the _meta of a result corral makes itself, or nil.
+	ownMeta() json.RawMessage
+	// notServed returns the error that answers a method corral does not
+	// serve in the era.
+	notServed(method string) *wireError
+	// silencedByCancel reports whether a client that cancelled a request
+	// wants no answer to it whatever corral did with it; else it wants
+	// none only to a forwarded one.
+	silencedByCancel() bool
+	// forward sends f's request to its server and returns the answer with
+	// the client's ID (see Gateway.answerReply), or nil if the client
+	// cancelled the request. It blocks until the call ends or the era lets
+	// it go on without the client (modern.go: input_required).
+	forward(ctx context.Context, g *Gateway, f *forwarding) *reply
+}
+
+// forwarding is a request on its way to a server: the request, the server,
+// the params with the server's own names, what goes with it (f.rel), and
+// its requestTimeout.
+type forwarding struct {
+	in      *inbound
+	b       *backend
+	params  json.RawMessage
+	rel     *related
+	timeout time.Duration
+}
+
+// serve serves a request, in whichever era it came: corral answers it, or
+// forwards it to the server its routing member names. What it does is the
+// method's op in the table of methods, for the request's era; the era's
+// rules shape the result. key is the request's key in the session's
+// inflight. It returns nil if the client cancelled a forwarded request: it
+// wants no answer.
+func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string, send func([]byte)) *reply {
+	msg := in.msg
+	info := served(msg.Method, in.era)
 	var result any
 	var err error
 	switch info.op {
@@ -24,14 +79,16 @@ func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, ke
 		result, err = g.initialize(ctx, s, msg.Params)
 	case opPing:
 		result = json.RawMessage("{}")
+	case opDiscover:
+		result = g.discover(ctx)
 	case opList:
-		result, err = g.list(ctx, info.kind, msg.Params, nil)
+		result, err = g.list(ctx, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
 		b, params, token, werr := g.route(ctx, msg)
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		r := g.forward(ctx, s, msg, b, params, token, send, nil)
+		r := g.forward(ctx, s, in, b, params, token, send)
 		if r == nil || s.wasCancelled(key) {
 			return nil // the client cancelled it: it wants no answer
 		}
@@ -42,17 +99,35 @@ func (g *Gateway) handleLegacy(ctx context.Context, s *session, msg *wireMsg, ke
 		result, err = g.unsubscribe(ctx, s, msg.Params)
 	case opSetLevel:
 		result, err = g.setLogLevel(s, msg.Params)
+	case opListen:
+		return g.listen(ctx, msg, send)
 	default:
-		err = &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("method %q is not supported by corral", msg.Method)}
+		err = in.rules.notServed(msg.Method)
 	}
 	if err != nil {
 		return errorReply(msg.ID, asWireError(err))
 	}
-	raw, ok := result.(json.RawMessage)
+	raw, ok := result.(json.RawMessage) // a page of a list: not encoded again
 	if !ok {
 		raw, _ = json.Marshal(result)
 	}
-	return resultReply(msg.ID, raw)
+	return in.rules.result(msg.ID, raw, info.cacheable)
+}
+
+// discover returns the result of server/discover: the versions corral
+// speaks, its capabilities and its instructions, once every server's first
+// start has ended (or ctx has).
+func (g *Gateway) discover(ctx context.Context) map[string]any {
+	g.waitFirstStarts(ctx)
+	res := map[string]any{
+		"supportedVersions": allVersions(),
+		"capabilities":      g.capabilities(),
+		"_meta":             serverInfoMeta(),
+	}
+	if in := g.instructions(); in != "" {
+		res["instructions"] = in
+	}
+	return res
 }
 
 // routeByName routes a request whose params name an item of kind k: to the

@@ -188,18 +188,24 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 	return true
 }
 
-// dispatch hands a message to the gateway: a notification or an answer to a
-// server's request at once, a request in a goroutine of its own, joined by
-// finish, whose answer goes to the writer.
+// dispatch hands a message to the gateway in the internal form (era.go): a
+// notification or an answer to a server's request at once, a request, whose
+// own params say its era, in a goroutine of its own, joined by finish,
+// whose answer goes to the writer.
 func (f *stdioFrontEnd) dispatch(msg *wireMsg) {
 	if msg.ID == nil || msg.Method == "" {
-		f.gw.handle(f.callCtx, f.session, msg, nil)
+		f.gw.handle(f.callCtx, f.session, legacyInbound(msg), nil)
 		return
 	}
 	f.calls.Add(1)
 	go func() {
 		defer f.calls.Done()
-		if answer := f.gw.handle(f.callCtx, f.session, msg, nil); answer != nil {
+		in, werr := inboundOf(msg) // the request's era, from its params
+		if werr != nil {
+			f.lines <- errorReply(msg.ID, werr)
+			return
+		}
+		if answer := f.gw.handle(f.callCtx, f.session, in, nil); answer != nil {
 			f.lines <- answer
 		}
 	}()
