@@ -78,7 +78,7 @@ type remoteConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	in  chan inbound  // the server's messages, each whole, for ReadMessage
+	in  chan received // the server's messages, each whole, for ReadMessage
 	big chan struct{} // holds the one token for reading a message over remoteHeld
 
 	mu        sync.Mutex
@@ -115,7 +115,7 @@ func dialRemote(name, url string, headers map[string]string, client *http.Client
 		log:        log.With("url", shown),
 		maxMessage: remoteMaxMessage, maxLine: defaultMaxLineBytes, closeGrace: defaultStopGrace,
 		retryMin: remoteRetryMin, retryMax: remoteRetryMax,
-		ctx: ctx, cancel: cancel, in: make(chan inbound), big: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, in: make(chan received), big: make(chan struct{}, 1),
 		gate: gate, inflight: map[string]*outgoing{}, done: make(chan struct{}),
 	}
 }
@@ -130,9 +130,9 @@ func shownURL(raw string) string {
 	return u.String()
 }
 
-// inbound is one message read from the server, or a *lineTooLongError
+// received is one message read from the server, or a *lineTooLongError
 // for one over maxLine.
-type inbound struct {
+type received struct {
 	msg []byte
 	err error
 }
@@ -164,7 +164,7 @@ func (c *remoteConn) ReadMessage() ([]byte, error) {
 // blocks until it is read, and fails once the connection is over.
 func (c *remoteConn) deliver(msg []byte, err error) error {
 	select {
-	case c.in <- inbound{msg, err}:
+	case c.in <- received{msg, err}:
 		return nil
 	case <-c.done:
 		return errConnOver
