@@ -10,45 +10,6 @@ import (
 	"strings"
 )
 
-// kind is a kind of thing servers list: tools, prompts, resources and
-// resource templates. The gateway aggregates each kind the same way.
-type kind int
-
-const (
-	kindTool kind = iota
-	kindPrompt
-	kindResource
-	kindTemplate
-	numKinds
-)
-
-// kinds describes each kind: the method that lists it, the member of the
-// result that holds the list, the member of an item that names it, the
-// notification that says the list changed, and the server capability that
-// offers it.
-var kinds = [numKinds]struct {
-	list, field, key, changed, capability string
-}{
-	kindTool:     {"tools/list", "tools", "name", "notifications/tools/list_changed", "tools"},
-	kindPrompt:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed", "prompts"},
-	kindResource: {"resources/list", "resources", "uri", "notifications/resources/list_changed", "resources"},
-	kindTemplate: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed", "resources"},
-}
-
-// capabilities are the capabilities a server declared, by name.
-type capabilities map[string]json.RawMessage
-
-func (c capabilities) has(k kind) bool { return c[kinds[k].capability] != nil }
-
-// flag reports whether capability name declares the boolean member flag,
-// such as resources.subscribe.
-func (c capabilities) flag(name, flag string) bool {
-	var v map[string]any
-	json.Unmarshal(c[name], &v)
-	b, _ := v[flag].(bool)
-	return b
-}
-
 // uriSeparator joins a prefix (or, on a collision, a server's name) to a
 // resource URI: "fs" and "file:///a" make "fs+file:///a". The result is still
 // a URI, whose scheme is "fs+file", and a URI template stays a template.

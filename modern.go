@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -150,38 +149,6 @@ func completeReply(id, result json.RawMessage, cacheable bool) *reply {
 	r.head = append(r.head, "{"+members+","...)
 	r.result = result[i+1:]
 	return r
-}
-
-// modernParams returns params with the _meta a modern server needs: the
-// protocol version, the client's capabilities (those in rel, or none for
-// corral's own requests), corral's identity unless the client gave its own,
-// and the log level the client wants, if any.
-func modernParams(params json.RawMessage, rel *related) json.RawMessage {
-	var fields map[string]json.RawMessage
-	json.Unmarshal(params, &fields)
-	if fields == nil {
-		fields = map[string]json.RawMessage{}
-	}
-	var meta map[string]json.RawMessage
-	json.Unmarshal(fields["_meta"], &meta)
-	if meta == nil {
-		meta = map[string]json.RawMessage{}
-	}
-	meta[metaVersion], _ = json.Marshal(modernVersion)
-	caps := capabilities{}
-	if rel != nil && rel.caps != nil {
-		caps = rel.caps
-	}
-	meta[metaCaps], _ = json.Marshal(caps)
-	if meta[metaClientInfo] == nil {
-		meta[metaClientInfo], _ = json.Marshal(map[string]string{"name": "corral", "version": version})
-	}
-	if rel != nil && rel.logLevel != "" {
-		meta[metaLogLevel], _ = json.Marshal(rel.logLevel)
-	}
-	fields["_meta"], _ = json.Marshal(meta)
-	out, _ := json.Marshal(fields)
-	return out
 }
 
 // inputRequired is the result of a modern request that needs the client's
@@ -400,25 +367,4 @@ func checkModernHeaders(get func(string) string, msg *wireMsg) *wireError {
 		return mismatch("the Mcp-Name header is %q, and the body's params.%s is %q", got, member, want)
 	}
 	return nil
-}
-
-// relatedSend is the part of related that a resumed exchange swaps: the
-// stream of the request the client sent last.
-type relatedSend struct {
-	mu     sync.Mutex
-	sendFn func([]byte)
-}
-
-func (r *relatedSend) setSend(f func([]byte)) {
-	r.mu.Lock()
-	r.sendFn = f
-	r.mu.Unlock()
-}
-
-// send delivers a message on the stream of the request; it never blocks.
-func (r *relatedSend) send(msg []byte) {
-	r.mu.Lock()
-	f := r.sendFn
-	r.mu.Unlock()
-	f(msg)
 }

@@ -16,54 +16,6 @@ import (
 	"unicode/utf8"
 )
 
-// wireMsg is one JSON-RPC message, decoded only as far as routing needs: the
-// params, result and error data stay raw JSON and are passed on as they are.
-type wireMsg struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *wireError      `json:"error,omitempty"`
-}
-
-// wireError is a JSON-RPC error object. It is also the Go error corral
-// returns wherever the error is meant for a client as it is.
-type wireError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *wireError) Error() string { return e.Message }
-
-// validID reports whether raw, the JSON of a message's "id" member, is an ID
-// MCP allows: a string, or an integer written without fraction or exponent
-// (so not 1.5, 1e2 or 1e999), in valid UTF-8. It is the one check of a
-// client's ID: an answer echoes the ID as it came, so it must be valid JSON.
-func validID(raw []byte) bool {
-	if len(raw) == 0 || !utf8.Valid(raw) {
-		return false
-	}
-	if raw[0] == '"' {
-		return json.Valid(raw)
-	}
-	digits := bytes.TrimPrefix(raw, []byte("-"))
-	if len(digits) == 0 || digits[0] == '0' && len(digits) > 1 {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func unavailable(format string, args ...any) *wireError {
-	return &wireError{Code: codeUnavailable, Message: fmt.Sprintf(format, args...)}
-}
-
 // mux carries any number of concurrent requests, from any number of clients,
 // over one connection to a server (a msgConn: a child's stdin and stdout, or
 // a remote server's session). It numbers the requests it sends itself,
@@ -86,8 +38,11 @@ type mux struct {
 	lastRead atomic.Int64
 
 	// modern is set when the server speaks the modern era: every request
-	// then carries the _meta it needs.
-	modern atomic.Bool
+	// then carries the _meta it needs, put on by toServer. speakModern sets
+	// toServer before modern, and CallFor reads it only once modern is set,
+	// so the atomic orders the two.
+	modern   atomic.Bool
+	toServer eraTranslator
 
 	// notes bounds the notifications passed on per second, and logs bounds
 	// the log lines about a misbehaving server: a server cannot flood
@@ -119,6 +74,19 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		notes:   perSecond{limit: defaultMaxNotifyRate},
 		logs:    perSecond{limit: 10},
 	}
+}
+
+// eraTranslator rewrites the params of a request for the server's protocol era;
+// rel is the client request it is made for, or nil for corral's own. The
+// upstream client, which learns the server's era, supplies it.
+type eraTranslator func(params json.RawMessage, rel *related) json.RawMessage
+
+// speakModern records that the server speaks the 2026-07-28 era, and how to
+// put that era's _meta on each request sent to it. The upstream client calls
+// it once, in its handshake, before any client's request is sent.
+func (m *mux) speakModern(translate eraTranslator) {
+	m.toServer = translate
+	m.modern.Store(true)
 }
 
 // pendingCall is a request waiting for its answer.
@@ -212,7 +180,7 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 
 	id := m.nextID.Add(1)
 	if m.modern.Load() {
-		params = modernParams(params, rel)
+		params = m.toServer(params, rel)
 	}
 	if rel != nil && rel.token != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
@@ -486,45 +454,6 @@ func (m *mux) dispatch(line []byte) {
 	}
 }
 
-// decodeServerLine decodes a line from a server. Params and Result are
-// slices of line itself, not copies: a server's answer may be tens of
-// megabytes, and is passed on to the client from the line it arrived in.
-// The line is validated as a whole first.
-func decodeServerLine(line []byte) (*wireMsg, error) {
-	if !json.Valid(line) {
-		return nil, errors.New("invalid JSON")
-	}
-	var msg wireMsg
-	var err error
-	members(line, func(key string, value []byte) {
-		if err != nil {
-			return
-		}
-		switch key {
-		case "jsonrpc":
-			err = json.Unmarshal(value, &msg.JSONRPC)
-		case "id":
-			msg.ID = json.RawMessage(value)
-		case "method":
-			err = json.Unmarshal(value, &msg.Method)
-		case "params":
-			msg.Params = json.RawMessage(value)
-		case "result":
-			msg.Result = json.RawMessage(value)
-		case "error":
-			msg.Error = new(wireError)
-			err = json.Unmarshal(value, msg.Error)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	if string(msg.ID) == "null" {
-		msg.ID = nil
-	}
-	return &msg, nil
-}
-
 // deliver hands an answer to the caller waiting for it.
 func (m *mux) deliver(msg *wireMsg) {
 	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
@@ -650,39 +579,6 @@ func (m *mux) close(err error) {
 	}
 }
 
-// encodeRequest returns a request line, with its newline, for the server.
-// The params are made compact: a newline inside would end the line.
-func encodeRequest(id int64, method string, params json.RawMessage) ([]byte, error) {
-	b := make([]byte, 0, len(params)+len(method)+64)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = strconv.AppendInt(b, id, 10)
-	return appendMethodParams(b, method, params)
-}
-
-// encodeNotification returns a notification line, with its newline.
-func encodeNotification(method string, params json.RawMessage) ([]byte, error) {
-	b := make([]byte, 0, len(params)+len(method)+64)
-	b = append(b, `{"jsonrpc":"2.0"`...)
-	return appendMethodParams(b, method, params)
-}
-
-func appendMethodParams(b []byte, method string, params json.RawMessage) ([]byte, error) {
-	b = append(b, `,"method":`...)
-	b = strconv.AppendQuote(b, method) // methods are ASCII names chosen by corral
-	if len(params) > 0 {
-		b = append(b, `,"params":`...)
-		if bytes.ContainsAny(params, "\r\n") {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, params); err != nil {
-				return nil, &wireError{Code: codeInvalidParams, Message: "params are not valid JSON: " + err.Error()}
-			}
-			params = buf.Bytes()
-		}
-		b = append(b, params...)
-	}
-	return append(b, "}\n"...), nil
-}
-
 // reply is an answer for a client. A server's result stays the slice of the
 // line it arrived in and is written out after head, never copied into one
 // buffer with it: a result may be tens of megabytes.
@@ -729,25 +625,23 @@ func (r *reply) WriteTo(w io.Writer) (int64, error) {
 	return int64(n + m), err
 }
 
-// encodeErrorResponse returns an error message for id (null if empty),
-// without a newline.
-func encodeErrorResponse(id json.RawMessage, e *wireError) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	eb, _ := json.Marshal(e)
-	b := make([]byte, 0, len(id)+len(eb)+40)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"error":`...)
-	b = append(b, eb...)
-	return append(b, '}')
+// relatedSend is the part of related that a resumed exchange swaps: the
+// stream of the request the client sent last.
+type relatedSend struct {
+	mu     sync.Mutex
+	sendFn func([]byte)
 }
 
-// truncate returns at most n bytes of b as a string, for logs.
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "..."
+func (r *relatedSend) setSend(f func([]byte)) {
+	r.mu.Lock()
+	r.sendFn = f
+	r.mu.Unlock()
+}
+
+// send delivers a message on the stream of the request; it never blocks.
+func (r *relatedSend) send(msg []byte) {
+	r.mu.Lock()
+	f := r.sendFn
+	r.mu.Unlock()
+	f(msg)
 }

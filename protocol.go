@@ -1,5 +1,7 @@
 package main
 
+import "encoding/json"
+
 // What corral knows of the Model Context Protocol, in one place: every
 // method it handles or passes on, every JSON-RPC error code it answers with,
 // and every _meta key it reads or writes. The router, the modern era and the
@@ -186,4 +188,43 @@ func allVersions() []string { return append([]string{modernVersion}, protocolVer
 // serverInfoMeta is the _meta of a result corral makes itself.
 func serverInfoMeta() map[string]any {
 	return map[string]any{metaServerInfo: map[string]string{"name": "corral", "version": version}}
+}
+
+// kind is a kind of thing servers list: tools, prompts, resources and
+// resource templates. The gateway aggregates each kind the same way.
+type kind int
+
+const (
+	kindTool kind = iota
+	kindPrompt
+	kindResource
+	kindTemplate
+	numKinds
+)
+
+// kinds describes each kind: the method that lists it, the member of the
+// result that holds the list, the member of an item that names it, the
+// notification that says the list changed, and the server capability that
+// offers it.
+var kinds = [numKinds]struct {
+	list, field, key, changed, capability string
+}{
+	kindTool:     {"tools/list", "tools", "name", "notifications/tools/list_changed", "tools"},
+	kindPrompt:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed", "prompts"},
+	kindResource: {"resources/list", "resources", "uri", "notifications/resources/list_changed", "resources"},
+	kindTemplate: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed", "resources"},
+}
+
+// capabilities are the capabilities a server declared, by name.
+type capabilities map[string]json.RawMessage
+
+func (c capabilities) has(k kind) bool { return c[kinds[k].capability] != nil }
+
+// flag reports whether capability name declares the boolean member flag,
+// such as resources.subscribe.
+func (c capabilities) flag(name, flag string) bool {
+	var v map[string]any
+	json.Unmarshal(c[name], &v)
+	b, _ := v[flag].(bool)
+	return b
 }

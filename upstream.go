@@ -161,7 +161,7 @@ func (u *upstream) discover(ctx context.Context, m *mux, known bool) (capabiliti
 		u.log.Debug("server/discover answered no modern version; trying initialize", "result", truncate(a.Result, 200))
 		return nil, false
 	}
-	m.modern.Store(true)
+	m.speakModern(modernParams)
 	u.hooks.told(res.Instructions)
 	info := res.Meta[metaServerInfo]
 	u.log.Info("discovered", "serverName", info.Name, "serverVersion", info.Version, "protocolVersion", modernVersion)
@@ -478,4 +478,36 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 		}
 		cursor = next
 	}
+}
+
+// modernParams returns params with the _meta a modern server needs: the
+// protocol version, the client's capabilities (those in rel, or none for
+// corral's own requests), corral's identity unless the client gave its own,
+// and the log level the client wants, if any.
+func modernParams(params json.RawMessage, rel *related) json.RawMessage {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(params, &fields)
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(fields["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[metaVersion], _ = json.Marshal(modernVersion)
+	caps := capabilities{}
+	if rel != nil && rel.caps != nil {
+		caps = rel.caps
+	}
+	meta[metaCaps], _ = json.Marshal(caps)
+	if meta[metaClientInfo] == nil {
+		meta[metaClientInfo], _ = json.Marshal(map[string]string{"name": "corral", "version": version})
+	}
+	if rel != nil && rel.logLevel != "" {
+		meta[metaLogLevel], _ = json.Marshal(rel.logLevel)
+	}
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
 }

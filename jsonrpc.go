@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// JSON-RPC 2.0 messages as corral reads and writes them on a connection: the
+// wire form of one message, what makes an ID valid, and the encoding of
+// requests, notifications and error responses. The mux and the connections
+// both use it; it calls nothing above it.
+
+// wireMsg is one JSON-RPC message, decoded only as far as routing needs: the
+// params, result and error data stay raw JSON and are passed on as they are.
+type wireMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *wireError      `json:"error,omitempty"`
+}
+
+// wireError is a JSON-RPC error object. It is also the Go error corral
+// returns wherever the error is meant for a client as it is.
+type wireError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *wireError) Error() string { return e.Message }
+
+// validID reports whether raw, the JSON of a message's "id" member, is an ID
+// MCP allows: a string, or an integer written without fraction or exponent
+// (so not 1.5, 1e2 or 1e999), in valid UTF-8. It is the one check of a
+// client's ID: an answer echoes the ID as it came, so it must be valid JSON.
+func validID(raw []byte) bool {
+	if len(raw) == 0 || !utf8.Valid(raw) {
+		return false
+	}
+	if raw[0] == '"' {
+		return json.Valid(raw)
+	}
+	digits := bytes.TrimPrefix(raw, []byte("-"))
+	if len(digits) == 0 || digits[0] == '0' && len(digits) > 1 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func unavailable(format string, args ...any) *wireError {
+	return &wireError{Code: codeUnavailable, Message: fmt.Sprintf(format, args...)}
+}
+
+// decodeServerLine decodes a line from a server. Params and Result are
+// slices of line itself, not copies: a server's answer may be tens of
+// megabytes, and is passed on to the client from the line it arrived in.
+// The line is validated as a whole first.
+func decodeServerLine(line []byte) (*wireMsg, error) {
+	if !json.Valid(line) {
+		return nil, errors.New("invalid JSON")
+	}
+	var msg wireMsg
+	var err error
+	members(line, func(key string, value []byte) {
+		if err != nil {
+			return
+		}
+		switch key {
+		case "jsonrpc":
+			err = json.Unmarshal(value, &msg.JSONRPC)
+		case "id":
+			msg.ID = json.RawMessage(value)
+		case "method":
+			err = json.Unmarshal(value, &msg.Method)
+		case "params":
+			msg.Params = json.RawMessage(value)
+		case "result":
+			msg.Result = json.RawMessage(value)
+		case "error":
+			msg.Error = new(wireError)
+			err = json.Unmarshal(value, msg.Error)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if string(msg.ID) == "null" {
+		msg.ID = nil
+	}
+	return &msg, nil
+}
+
+// encodeRequest returns a request line, with its newline, for the server.
+// The params are made compact: a newline inside would end the line.
+func encodeRequest(id int64, method string, params json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, len(params)+len(method)+64)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	return appendMethodParams(b, method, params)
+}
+
+// encodeNotification returns a notification line, with its newline.
+func encodeNotification(method string, params json.RawMessage) ([]byte, error) {
+	b := make([]byte, 0, len(params)+len(method)+64)
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	return appendMethodParams(b, method, params)
+}
+
+func appendMethodParams(b []byte, method string, params json.RawMessage) ([]byte, error) {
+	b = append(b, `,"method":`...)
+	b = strconv.AppendQuote(b, method) // methods are ASCII names chosen by corral
+	if len(params) > 0 {
+		b = append(b, `,"params":`...)
+		if bytes.ContainsAny(params, "\r\n") {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, params); err != nil {
+				return nil, &wireError{Code: codeInvalidParams, Message: "params are not valid JSON: " + err.Error()}
+			}
+			params = buf.Bytes()
+		}
+		b = append(b, params...)
+	}
+	return append(b, "}\n"...), nil
+}
+
+// encodeErrorResponse returns an error message for id (null if empty),
+// without a newline.
+func encodeErrorResponse(id json.RawMessage, e *wireError) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	eb, _ := json.Marshal(e)
+	b := make([]byte, 0, len(id)+len(eb)+40)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":`...)
+	b = append(b, eb...)
+	return append(b, '}')
+}
+
+// truncate returns at most n bytes of b as a string, for logs.
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
