@@ -27,22 +27,12 @@ type msgReader struct {
 	answered bool         // a message answering reqID was delivered
 	invalid  bool         // a message that seemed to answer reqID was not valid JSON-RPC, and was dropped
 
-	// Where the scan is.
-	depth int  // of brackets, counting an array of messages
-	array bool // inside an array of messages
-	inMsg bool
-	inStr bool
-	esc   bool
-
-	// What the scan found among the message's top-level members.
-	keyPos bool   // the next string at the top level is a member name
-	inKey  bool   // reading a top-level member name
-	key    []byte // its first bytes
-	isID   bool   // the last member name was "id"
-	capID  bool   // reading the value of "id"
-	id     []byte
-	idLong bool
-	method bool // it has a method: a request or a notification
+	// Where the scan is: s follows the JSON, at depth top the members of
+	// the message, and keeps the value of its "id".
+	s      jsonScanner
+	array  bool // inside an array of messages
+	inMsg  bool
+	method bool // the message has a method: a request or a notification
 	answer bool // it has a result or an error
 
 	run  int    // where in the piece being fed the message bytes not yet emitted start, or -1
@@ -67,7 +57,7 @@ func (r *msgReader) feed(p []byte) error {
 	}
 	for i := 0; i < len(p); {
 		var err error
-		if r.inStr {
+		if r.s.inStr {
 			i, err = r.scanString(p, i)
 		} else {
 			err = r.scanByte(p, i)
@@ -108,43 +98,23 @@ func (r *msgReader) base() int {
 // scanString scans p from i, inside a string, and returns where the scan
 // goes on.
 func (r *msgReader) scanString(p []byte, i int) (int, error) {
-	if r.esc {
-		r.esc = false
-		r.note(p[i : i+1])
-		return i + 1, nil
-	}
-	// Most of a large message is the inside of a string: skip to its next
-	// special byte.
-	j := bytes.IndexAny(p[i:], "\"\\\n\r")
-	switch {
-	case j < 0:
-		r.note(p[i:])
-		return len(p), nil
-	case j > 0:
-		r.note(p[i : i+j])
-		return i + j, nil
-	}
-	switch p[i] {
-	case '"':
-		r.inStr = false
-		if r.inKey {
-			r.endKey()
-		} else {
-			r.note(p[i : i+1])
+	next, keyEnd, err := r.s.str(p, i)
+	if keyEnd {
+		switch string(r.s.key) {
+		case "method":
+			r.method = true
+		case "result", "error":
+			r.answer = true
 		}
-	case '\\':
-		r.esc = true
-		r.note(p[i : i+1])
-	default:
-		return i, errLineBreak
 	}
-	return i + 1, nil
+	return next, err
 }
 
 // scanByte scans p[i], outside a string.
 func (r *msgReader) scanByte(p []byte, i int) error {
 	switch b := p[i]; {
 	case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+		r.s.space()
 		return r.flush(p, i)
 	case !r.inMsg:
 		return r.scanBetween(b, i)
@@ -156,15 +126,15 @@ func (r *msgReader) scanByte(p []byte, i int) error {
 // scanBetween scans b, at p[i], a byte between messages.
 func (r *msgReader) scanBetween(b byte, i int) error {
 	switch {
-	case b == '{' && r.depth == r.base():
+	case b == '{' && r.s.depth == r.base():
 		r.start()
 		r.keep(i)
-		r.depth++
-	case b == '[' && r.depth == 0:
-		r.array, r.depth = true, 1
-	case b == ']' && r.array && r.depth == 1:
-		r.array, r.depth = false, 0
-	case b == ',' && r.array && r.depth == 1:
+		r.s.depth++
+	case b == '[' && r.s.depth == 0:
+		r.array, r.s.depth = true, 1
+	case b == ']' && r.array && r.s.depth == 1:
+		r.array, r.s.depth = false, 0
+	case b == ',' && r.array && r.s.depth == 1:
 	default:
 		return errNotMessage
 	}
@@ -174,72 +144,20 @@ func (r *msgReader) scanBetween(b byte, i int) error {
 // scanInside scans p[i], a byte of a message outside its strings.
 func (r *msgReader) scanInside(p []byte, i int) error {
 	r.keep(i)
-	base := r.base()
-	top := r.depth == base+1 // p[i] is directly inside the message
-	switch p[i] {
-	case '"':
-		r.inStr = true
-		if top && r.keyPos {
-			r.inKey, r.key = true, r.key[:0]
-			return nil
+	if r.s.out(p, i) {
+		if err := r.flush(p, i+1); err != nil {
+			return err
 		}
-	case '{', '[':
-		r.depth++
-	case '}', ']':
-		r.depth--
-		if r.depth == base {
-			if err := r.flush(p, i+1); err != nil {
-				return err
-			}
-			return r.end()
-		}
-	case ':':
-		if top {
-			r.keyPos, r.capID, r.isID = false, r.isID, false
-			return nil
-		}
-	case ',':
-		if top {
-			r.keyPos, r.capID = true, false
-			return nil
-		}
+		return r.end()
 	}
-	r.note(p[i : i+1])
 	return nil
-}
-
-// note records b, bytes of the message, if they belong to a top-level
-// member name or to the value of "id".
-func (r *msgReader) note(b []byte) {
-	switch {
-	case r.inKey:
-		r.key = append(r.key, b[:min(len(b), 8-len(r.key))]...)
-	case r.capID:
-		if len(r.id)+len(b) > maxScannedID {
-			r.idLong = true
-			return
-		}
-		r.id = append(r.id, b...)
-	}
-}
-
-// endKey ends a top-level member name.
-func (r *msgReader) endKey() {
-	r.inKey = false
-	switch string(r.key) {
-	case "id":
-		r.isID = true
-	case "method":
-		r.method = true
-	case "result", "error":
-		r.answer = true
-	}
 }
 
 // start begins a message.
 func (r *msgReader) start() {
-	r.inMsg, r.keyPos, r.inKey, r.isID, r.capID = true, true, false, false, false
-	r.id, r.idLong, r.method, r.answer, r.size, r.over = r.id[:0], false, false, false, 0, false
+	r.s.capture, r.s.max, r.s.breaks, r.s.top = "id", maxScannedID, true, r.base()+1
+	r.s.clear()
+	r.inMsg, r.method, r.answer, r.size, r.over = true, false, false, 0, false
 }
 
 // emit adds bytes of the message. A message over remoteHeld waits for the
@@ -267,17 +185,18 @@ func (r *msgReader) emit(b []byte) error {
 // end ends a message: it is delivered whole, in a slice of its own.
 func (r *msgReader) end() error {
 	r.inMsg = false
-	ours := r.answer && !r.method && r.reqID != nil && !r.idLong && bytes.Equal(r.id, r.reqID)
+	id, idLong := r.s.val, r.s.long
+	ours := r.answer && !r.method && r.reqID != nil && !idLong && bytes.Equal(id, r.reqID)
 	defer r.reset()
 	switch {
 	case r.over:
 		// Its request fails; the scan's word for its ID is all there is.
 		r.answered = r.answered || ours
-		var id []byte
-		if !r.idLong && validID(r.id) {
-			id = bytes.Clone(r.id)
+		var wireID []byte
+		if !idLong && validID(id) {
+			wireID = bytes.Clone(id)
 		}
-		return r.c.deliver(nil, &lineTooLongError{size: r.size, max: r.c.maxLine, id: id})
+		return r.c.deliver(nil, &lineTooLongError{size: r.size, max: r.c.maxLine, id: wireID})
 	case ours && !isAnswerTo(r.buf, r.reqID):
 		// The mux would skip it as it skips any message it cannot decode,
 		// and the caller would wait for an answer that never comes: it is
@@ -318,7 +237,7 @@ func isAnswerTo(msg, id []byte) bool {
 // abort drops the message under way, if any, and starts afresh.
 func (r *msgReader) abort() {
 	r.reset()
-	r.depth, r.array, r.inMsg, r.inStr, r.esc = 0, false, false, false, false
+	r.s.depth, r.array, r.inMsg, r.s.inStr, r.s.esc = 0, false, false, false, false
 }
 
 // endValue is called where the messages must be whole: at the end of a JSON

@@ -584,108 +584,31 @@ func trimEOL(b []byte) []byte {
 
 // idScanner finds the raw value of the top-level "id" member of a JSON object
 // fed to it in pieces, in constant memory. It is how a line too long to keep
-// is matched to the request it answers.
+// is matched to the request it answers. Its zero value is ready to use.
 type idScanner struct {
-	depth    int
-	inString bool
-	escaped  bool
-	wantKey  bool    // the next string at depth 1 is a member name
-	key      [3]byte // the first bytes of the member name being read
-	keyLen   int
-	idKey    bool // the last member name at depth 1 was "id"
-	capture  int  // 0: not capturing; 1: before the value; 2: in a literal; 3: in a string
-	val      []byte
-	done     bool
+	s jsonScanner
 }
 
+// maxScannedID is the longest ID kept from a scan; a string may have one
+// byte more.
 const maxScannedID = 256
 
+// feed scans b, the next bytes of the line.
 func (s *idScanner) feed(b []byte) {
-	for _, c := range b {
-		if s.done {
-			return
-		}
-		if s.capture > 0 {
-			s.captureByte(c)
-			continue
-		}
-		if s.inString {
-			switch {
-			case s.escaped:
-				s.escaped = false
-			case c == '\\':
-				s.escaped = true
-			case c == '"':
-				s.inString = false
-				if s.depth == 1 && s.wantKey {
-					s.idKey = s.keyLen == 2 && s.key[0] == 'i' && s.key[1] == 'd'
-				}
-				continue
-			}
-			if s.depth == 1 && s.wantKey {
-				if s.keyLen < len(s.key) {
-					s.key[s.keyLen] = c
-				}
-				s.keyLen++
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			s.inString, s.keyLen = true, 0
-		case '{', '[':
-			s.depth++
-			if s.depth == 1 {
-				s.wantKey = c == '{'
-			}
-		case '}', ']':
-			s.depth--
-		case ':':
-			if s.depth == 1 {
-				s.wantKey = false
-				if s.idKey {
-					s.capture, s.idKey = 1, false
-				}
-			}
-		case ',':
-			if s.depth == 1 {
-				s.wantKey, s.idKey = true, false
-			}
-		}
+	if s.s.top == 0 {
+		s.s.capture, s.s.max, s.s.top = "id", maxScannedID+1, 1
 	}
-}
-
-func (s *idScanner) captureByte(c byte) {
-	if len(s.val) > maxScannedID {
-		s.done, s.val = true, nil // not an ID corral could have sent
-		return
-	}
-	switch s.capture {
-	case 1:
-		switch c {
-		case ' ', '\t', '\r', '\n':
-		case '"':
-			s.val, s.capture = append(s.val, c), 3
-		default:
-			s.val, s.capture = append(s.val, c), 2
-		}
-	case 2:
-		switch c {
-		case ',', '}', ' ', '\t', '\r', '\n':
-			s.done = true
-		default:
-			s.val = append(s.val, c)
-		}
-	case 3:
-		s.val = append(s.val, c)
+	for i := 0; i < len(b) && !s.s.hasTok; {
 		switch {
-		case s.escaped:
-			s.escaped = false
-		case c == '\\':
-			s.escaped = true
-		case c == '"':
-			s.done = true
+		case s.s.inStr:
+			i, _, _ = s.s.str(b, i)
+			continue
+		case b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n':
+			s.s.space()
+		default:
+			s.s.out(b, i)
 		}
+		i++
 	}
 }
 
@@ -693,10 +616,11 @@ func (s *idScanner) captureByte(c byte) {
 // or it is not a valid ID (see validID): an array or object ID is cut at its
 // first comma, and must not be echoed in an answer.
 func (s *idScanner) id() []byte {
-	if !s.done || !validID(s.val) {
+	v := s.s.first()
+	if len(v) > maxScannedID && v[0] != '"' || !validID(v) {
 		return nil
 	}
-	return s.val
+	return v
 }
 
 func isTooLong(err error) bool {
