@@ -99,7 +99,12 @@ type jsonScanner struct {
 	capture string // the name of the member whose value is kept
 	max     int    // the most bytes of that value kept
 	breaks  bool   // a raw line break inside a string is an error, not a byte of it
-	top     int    // the depth of the members read: just inside their object
+	// With sticky, a member name capture is kept for the next colon at
+	// depth top, whatever strings or commas come before it; without, only
+	// the last member name read counts. (Both are as the two scanners this
+	// one replaced read malformed JSON such as {"id" "x":1}.)
+	sticky bool
+	top    int // the depth of the members read: just inside their object
 
 	depth  int
 	inStr  bool
@@ -150,7 +155,7 @@ func (s *jsonScanner) str(p []byte, i int) (next int, keyEnd bool, err error) {
 		s.inStr = false
 		if s.inKey {
 			s.inKey = false
-			s.named = string(s.key) == s.capture
+			s.named = string(s.key) == s.capture || s.sticky && s.named
 			return i + 1, true, nil
 		}
 		s.note(p[i : i+1])
@@ -205,7 +210,7 @@ func (s *jsonScanner) out(p []byte, i int) (closed bool) {
 	case ',':
 		if top {
 			s.endVal(true)
-			s.keyPos, s.named = true, false
+			s.keyPos, s.named = true, s.sticky && s.named
 			return false
 		}
 	}

@@ -155,7 +155,7 @@ func (r *msgReader) scanInside(p []byte, i int) error {
 
 // start begins a message.
 func (r *msgReader) start() {
-	r.s.capture, r.s.max, r.s.breaks, r.s.top = "id", maxScannedID, true, r.base()+1
+	r.s.capture, r.s.max, r.s.breaks, r.s.sticky, r.s.top = "id", maxScannedID, true, true, r.base()+1
 	r.s.clear()
 	r.inMsg, r.method, r.answer, r.size, r.over = true, false, false, 0, false
 }
