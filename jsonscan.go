@@ -5,7 +5,10 @@ package main
 // result is passed on as the bytes it arrived in; and the incremental
 // scanner that follows JSON fed to it in pieces.
 
-import "bytes"
+import (
+	"bytes"
+	"errors"
+)
 
 // members calls f with the name and raw value of each member of the JSON
 // object in data, which must be valid JSON; it does nothing if data is not
@@ -86,6 +89,10 @@ func skipValue(data []byte, i int) int {
 	}
 	return i
 }
+
+// errLineBreak reports a raw line break inside a string, invalid in JSON,
+// which would end the line early.
+var errLineBreak = errors.New("a raw line break inside a JSON string")
 
 // jsonScanner follows JSON fed to it in pieces, in constant memory: its
 // strings and their escapes, the depth of its brackets, the names of the

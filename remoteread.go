@@ -42,10 +42,6 @@ type msgReader struct {
 	big  bool   // holds the connection's token for a message over remoteHeld
 }
 
-// errLineBreak reports a raw line break inside a string, invalid in JSON,
-// which would end the line early.
-var errLineBreak = errors.New("a raw line break inside a JSON string")
-
 // errNotMessage reports JSON that is neither an object nor an array.
 var errNotMessage = errors.New("a JSON value that is neither a message nor an array of messages")
 
