@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +50,37 @@ func startCorralUnder(t *testing.T, wrap, env []string, configJSON string, args 
 	t.Helper()
 	dir := stateDir(t)
 	path := writeConfig(t, configJSON, dir)
+	return startCorralIn(t, dir, path, wrap, env, args...)
+}
+
+// startCorralAs is startCorral with corral run as the user uid, which this
+// test process, running as root, makes able to read the config and the
+// binaries and to write the state directory. Only root can run it; it skips
+// the test otherwise.
+func startCorralAs(t *testing.T, uid int, configJSON string, args ...string) *corralProc {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("running corral as another user needs root")
+	}
+	dir := stateDir(t)
+	path := writeConfig(t, configJSON, dir)
+	for name, mode := range map[string]os.FileMode{
+		dir: 0o777, filepath.Dir(dir): 0o755, path: 0o644, filepath.Dir(path): 0o755,
+		filepath.Dir(filepath.Dir(path)): 0o755, filepath.Dir(corralBin): 0o755,
+	} {
+		if err := os.Chmod(name, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := strconv.Itoa(uid)
+	wrap := []string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups"}
+	return startCorralIn(t, dir, path, wrap, nil, args...)
+}
+
+// startCorralIn starts corral with the config at path and the state
+// directory dir, as startCorralUnder says.
+func startCorralIn(t *testing.T, dir, path string, wrap, env []string, args ...string) *corralProc {
+	t.Helper()
 	argv := append(append(append([]string{}, wrap...), corralBin, "-config", path), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if env != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -110,9 +111,16 @@ func TestCorralSIGTERMLeavesNoProcessAndNoZombie(t *testing.T) {
 	requireGone(t, c.dir)
 }
 
+// sweepTestUID is the user this test's corrals run as. Every corral sweeps
+// the leftovers of dead corrals of its own user when it starts, so a corral
+// of another test, running as root, would take this test's leftovers before
+// its second corral could; and this test's corrals touch nothing of theirs.
+// No other test runs processes as this user.
+const sweepTestUID = 64999
+
 func TestNewCorralKillsWhatACorralKilledWithSIGKILLLeft(t *testing.T) {
 	t.Parallel()
-	first := startCorral(t, `{"listen":"127.0.0.1:0","mcpServers":{`+escapingServers+`}}`)
+	first := startCorralAs(t, sweepTestUID, `{"listen":"127.0.0.1:0","mcpServers":{`+escapingServers+`}}`)
 	first.waitHTTP(3)
 	var servers []int
 	for _, s := range fakeProcesses(t, first.dir) {
@@ -145,15 +153,28 @@ func TestNewCorralKillsWhatACorralKilledWithSIGKILLLeft(t *testing.T) {
 		t.Fatal("no grandchild survived corral's SIGKILL; the test cannot check the cleanup")
 	}
 
-	second := startCorral(t, `{"listen":"127.0.0.1:0","mcpServers":{"x": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	second := startCorralAs(t, sweepTestUID, `{"listen":"127.0.0.1:0","mcpServers":{"x": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	second.waitHTTP(1)
 	for _, pid := range survivors {
 		second.waitLog(`killed a process left by a corral that is no longer running" pid=` + strconv.Itoa(pid) + ` `)
 	}
 	requireGone(t, first.dir)
 	// A running instance's processes are never touched.
-	if got := liveMarked(second.dir); len(got) != 1 {
-		t.Errorf("the second corral's own server: %d processes alive, want 1", len(got))
+	// liveMarked also counts any child of this test process that has
+	// exited and waits to be reaped, as other tests' children do for a
+	// moment: wait for the one process, not for the first look.
+	var got []int
+	waitFor(t, 10*time.Second, "the second corral's own server alone to be alive", func() bool {
+		got = liveMarked(second.dir)
+		return len(got) == 1
+	})
+	// The isolation above holds only if the corrals really ran as that user.
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(got[0]) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("\nUid:\t%d\t", sweepTestUID); !strings.Contains(string(status), want) {
+		t.Errorf("the second corral's server does not run as user %d:\n%s", sweepTestUID, status)
 	}
 }
 
@@ -400,10 +421,14 @@ func TestLeftoverSweepLeavesAnotherPIDNamespacesServers(t *testing.T) {
 	inner := startCorralUnder(t, unshareArgs, nil, `{"listen":"127.0.0.1:0","mcpServers":{
 		"x": {"command":"FAKE","args":["-state","STATE","-grandchild","setsid"]}}}`)
 	inner.waitHTTP(1)
-	marked := liveMarked(inner.dir) // PIDs on the host of its server and the server's grandchild
-	if len(marked) != 2 {
-		t.Fatalf("%d processes of the namespaced corral's server found, want 2 (the server and its grandchild)", len(marked))
-	}
+	// The PIDs on the host of its server and the server's grandchild, once
+	// the grandchild has left its short-lived parent (and no other test's
+	// exited child waits to be reaped: liveMarked counts those too).
+	var marked []int
+	waitFor(t, 10*time.Second, "the namespaced corral's server and its grandchild, 2 processes", func() bool {
+		marked = liveMarked(inner.dir)
+		return len(marked) == 2
+	})
 	host := startCorral(t, `{"listen":"127.0.0.1:0","mcpServers":{"y":{"command":"FAKE","args":["-state","STATE"]}}}`)
 	host.waitHTTP(1) // corral sweeps before it serves
 	for _, pid := range marked {
