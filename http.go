@@ -92,6 +92,10 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
 		return
 	}
+	if wantsStatusPage(r) { // a browser at /: the page checks the token itself
+		h.serveStatusPage(w, r)
+		return
+	}
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
 		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
