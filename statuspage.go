@@ -134,9 +134,12 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 		if s.State == stateReady {
 			v.Ready++
 		}
-		sv := serverView{Name: s.Name, State: string(s.State), PID: s.PID, Uptime: s.Uptime, Restarts: s.Restarts,
+		sv := serverView{Name: s.Name, State: string(s.State), Uptime: s.Uptime, Restarts: s.Restarts,
 			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources, Templates: s.Templates, InFlight: s.InFlight,
 			Recent: s.Recent[:], LastExit: s.LastExit, Error: s.Error, Retry: retryText(s.RetryAt, now)}
+		if s.State == stateStarting || s.State == stateReady {
+			sv.PID = s.PID // else it is the PID of a process gone, perhaps reused
+		}
 		tail := s.Stderr
 		if len(tail) > statusLines {
 			tail = tail[len(tail)-statusLines:]

@@ -101,6 +101,9 @@ func TestStatusPageShowsEveryServerToABrowser(t *testing.T) {
 		}
 	}
 	badRow := serverRow(t, page, "bad")
+	if pid := bad.health().PID; pid != 0 && strings.Contains(badRow, "<td>"+strconv.Itoa(pid)+"</td>") {
+		t.Errorf("the failed server's row shows the PID %d of its last process, which is gone:\n%s", pid, badRow)
+	}
 	for _, want := range []string{`data-state="failed"`, "<td>2</td>"} { // restarts
 		if !strings.Contains(badRow, want) {
 			t.Errorf("the failed server's row lacks %s:\n%s", want, badRow)
