@@ -60,7 +60,7 @@ func wantsStatusPage(r *http.Request) bool {
 // serveStatusPage serves the status page. When a bearer token is
 // configured, the request must carry it, as every other request must, or
 // carry it as the password of HTTP Basic authentication (any user name):
-// a browser asks for that itself, keeps it for the tab's life, and sends it
+// a browser asks for that itself, keeps it for the browser's session, and sends it
 // with each refresh, so that the token never goes in a URL. Basic is
 // accepted here only, on this read-only page, so that credentials a browser
 // sends by itself can never make a call.
