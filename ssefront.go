@@ -317,6 +317,12 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	select {
+	case <-h.closing:
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, "corral is shutting down; calls in flight finish, new ones are refused")
+		return
+	default:
+	}
 	if !s.sse.startCall() {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "the session has ended; open a new one with GET "+sseFrontPath)
 		return

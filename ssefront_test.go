@@ -325,7 +325,10 @@ func TestLegacySSEServesASessionOnItsStream(t *testing.T) {
 		}
 	})
 
-	t.Run("metrics count the session and its stream", func(t *testing.T) {
+	t.Run("metrics and health count the session and its stream", func(t *testing.T) {
+		if got := healthSessions(t, f.base); got != 1 {
+			t.Errorf("/healthz sessions = %d, want 1", got)
+		}
 		if got := metric(t, f.base, "corral_sessions"); got != "1" {
 			t.Errorf("corral_sessions = %s, want 1", got)
 		}
@@ -410,6 +413,58 @@ func TestLegacySSEStreamClosingEndsTheSessionAndCancelsItsCalls(t *testing.T) {
 	if got := metric(t, f.base, "corral_sessions"); got != "0" {
 		t.Errorf("corral_sessions = %s after the stream closed, want 0", got)
 	}
+	if got := healthSessions(t, f.base); got != 0 {
+		t.Errorf("/healthz sessions = %d after the stream closed, want 0", got)
+	}
+}
+
+// healthSessions returns the sessions /healthz counts.
+func healthSessions(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct{ Sessions *int }
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Sessions == nil {
+		t.Fatalf("/healthz: %v, sessions %v", err, r.Sessions)
+	}
+	return *r.Sessions
+}
+
+func TestLegacySSECallsInFlightAtShutdownGetTheirAnswers(t *testing.T) {
+	t.Parallel()
+	f := startSSEFront(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`, 0)
+	c := dialSSEFront(t, f.base, "", true)
+	c.initialize(`{}`)
+	release := filepath.Join(t.TempDir(), "release")
+	answer := c.start("1", "tools/call", fmt.Sprintf(`{"name":"wait","arguments":{"file":%q}}`, release))
+	waitFor(t, 10*time.Second, "the call to reach the server", func() bool {
+		for _, s := range fakeProcesses(t, f.dir) {
+			for _, e := range fakeEvents(t, f.dir, s.PID) {
+				if e.Tool == "wait" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	f.h.shutdown() // as http.Server.Shutdown does first
+	if code, b := c.post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); code != http.StatusServiceUnavailable {
+		t.Errorf("a new call once shutdown began = %d %s, want 503", code, b)
+	}
+	os.WriteFile(release, nil, 0o600)
+	select {
+	case m := <-answer:
+		if got := toolText(t, m); got != "released" {
+			t.Errorf("the call in flight at shutdown answered %q, want released", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call in flight at shutdown got no answer on the stream")
+	}
+	f.log.wait(`legacy SSE session ended: corral is shutting down`)
+	<-c.done // the stream ended
 }
 
 func TestLegacySSEHasTheChecksAndLimitsOfStreamableHTTP(t *testing.T) {
