@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -159,8 +160,11 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	defer h.streams.Add(-1)
 	defer s.streams.Add(-1) // counted by newSSEFrontSession, so that it is never idle while open
 	idle, why := h.pumpSSEFront(w, r, s)
-	if why != "" {
-		h.log.Info("legacy SSE session ended: "+why, "session", s.id)
+	if level := slog.LevelInfo; why != "" {
+		if s.sse.overflowed() {
+			level = slog.LevelWarn
+		}
+		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
 	}
 	h.endSession(s)
 	s.sse.cancel()
