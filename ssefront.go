@@ -57,6 +57,9 @@ type sseFrontQueue struct {
 	full  chan struct{} // closed when the queue goes over max
 }
 
+// newSSEFrontQueue returns an empty queue that holds at most max bytes. With
+// the batch its stream is writing (see take), a session holds at most twice
+// that.
 func newSSEFrontQueue(max int64) *sseFrontQueue {
 	q := &sseFrontQueue{max: max, ready: make(chan struct{}, 1), full: make(chan struct{})}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
@@ -95,7 +98,8 @@ func (q *sseFrontQueue) overflowed() bool {
 	return q.overflow
 }
 
-// take returns the messages queued so far, and empties the queue.
+// take returns the messages queued so far, for the stream to write, and
+// empties the queue: what is being written no longer counts toward max.
 func (q *sseFrontQueue) take() []*reply {
 	q.mu.Lock()
 	defer q.mu.Unlock()
