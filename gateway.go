@@ -552,11 +552,12 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 type healthReport struct {
 	Status   string   `json:"status"` // "ok" when every backend is ready, else "degraded"
 	Backends []health `json:"backends"`
+	Sessions int      `json:"sessions"` // open MCP sessions, over every front end
 	Time     string   `json:"time"`
 }
 
 func (g *Gateway) health() (healthReport, bool) {
-	r := healthReport{Status: "ok", Time: time.Now().UTC().Format(time.RFC3339)}
+	r := healthReport{Status: "ok", Sessions: g.sessions.count(), Time: time.Now().UTC().Format(time.RFC3339)}
 	ok := true
 	for _, b := range g.backendList() {
 		h := b.health()

@@ -33,6 +33,8 @@ type httpFrontEnd struct {
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
 
+	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
+
 	mu       sync.Mutex
 	sessions map[string]*httpSession
 	closing  chan struct{} // closed when the server shuts down, to end GET streams
@@ -42,7 +44,8 @@ type httpFrontEnd struct {
 type httpSession struct {
 	id string
 	*session
-	events chan []byte // messages for the GET stream; dropped when full
+	events chan []byte    // messages for the GET stream; dropped when full
+	sse    *sseFrontQueue // set for a legacy SSE session (ssefront.go), which /mcp does not serve
 
 	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
 	streams  atomic.Int32 // open GET streams
@@ -85,8 +88,8 @@ func (h *httpFrontEnd) shutdown() {
 }
 
 // ServeHTTP checks the request's Origin, Host and bearer token, then serves
-// /mcp (POST, GET, DELETE), /healthz or /metrics. It is safe for concurrent
-// use.
+// /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz or
+// /metrics. It is safe for concurrent use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
@@ -103,6 +106,9 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case mcpPath:
+	case sseFrontPath, sseFrontMessagesPath:
+		h.serveLegacySSE(w, r)
+		return
 	case "/healthz":
 		h.serveHealth(w, r)
 		return
@@ -431,7 +437,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 	h.mu.Lock()
 	s := h.sessions[id]
 	h.mu.Unlock()
-	if s == nil {
+	if s == nil || s.sse != nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
 	}

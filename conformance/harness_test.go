@@ -35,6 +35,7 @@ type Adapter struct {
 	Env            []string   `json:"env"`
 	Transport      string     `json:"transport"`
 	URL            string     `json:"url"`
+	SSEURL         string     `json:"sseURL"`
 	ToolName       string     `json:"toolName"`
 	PromptName     string     `json:"promptName"`
 	ResourceURI    string     `json:"resourceURI"`
@@ -250,6 +251,7 @@ type gateway struct {
 	cmd      *exec.Cmd
 	stateDir string
 	url      string
+	sseURL   string // the legacy SSE front end's stream, if the adapter declares one
 	servers  []serverSpec
 	stdin    io.WriteCloser // with the stdio transport
 	stdio    *dispatcher    // answers read from the gateway's stdout
@@ -320,6 +322,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		os.WriteFile(data.ConfigPath, []byte(render(t, "configTemplate", adapter.ConfigTemplate, data)), 0o600)
 	}
 	g.url = render(t, "url", adapter.URL, data)
+	g.sseURL = render(t, "sseURL", adapter.SSEURL, data)
 	var argv []string
 	for i, a := range adapter.Command {
 		// A word that renders empty is left out: how a template says
