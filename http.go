@@ -32,6 +32,7 @@ type httpFrontEnd struct {
 	log      *slog.Logger
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
+	modern   modernCalls  // modern requests in flight, for their clients' cancellations
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -108,6 +109,9 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		http.NotFound(w, r)
+		return
+	}
+	if refuseModernGetDelete(w, r) {
 		return
 	}
 	// A modern POST is checked against its body, which decides its era.
@@ -192,6 +196,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isBatch(body) {
+		h.serveBatch(w, r, body)
+		return
+	}
 	msg, werr := decodeMessage(body)
 	if werr != nil {
 		var id json.RawMessage
@@ -203,6 +211,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
 		h.serveModern(w, r, msg)
+		return
+	}
+	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get("MCP-Protocol-Version"), msg) {
+		h.serveModernMessage(w, r, msg)
 		return
 	}
 	if !checkLegacyVersion(w, r, msg) {
@@ -406,6 +418,7 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		return
 	}
 	s := h.gw.detachedSession()
+	defer h.modern.add(string(msg.ID), clientHost(r), s)()
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
 		return
