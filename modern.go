@@ -56,9 +56,10 @@ func metaVersionOf(params json.RawMessage) string {
 // the modern era: the header says 2026-07-28, or the params' _meta does. No
 // session knows its era, and a modern notification need not carry _meta:
 // the official Go SDK's notifications/cancelled holds only requestId and
-// reason.
+// reason. A legacy session's message that names another version in _meta
+// stays the session's.
 func claimsModernMessage(header string, msg *wireMsg) bool {
-	return strings.TrimSpace(header) == modernVersion || metaVersionOf(msg.Params) != ""
+	return strings.TrimSpace(header) == modernVersion || metaVersionOf(msg.Params) == modernVersion
 }
 
 // modernNotificationOf returns msg, a modern client's notification sent
