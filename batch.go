@@ -193,7 +193,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 	}
 	items := decodeBatchItems(msgs)
 	if !answersAny(items) {
-		startBatch(r.Context(), h.gw, s.session, items, nil, nil)()
+		startBatch(r.Context(), h.gw, s.session, items, nil, func(*reply) {})()
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
