@@ -417,8 +417,13 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
+	// Its client's notifications/cancelled does what closing the stream
+	// does (see serveModernMessage).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer h.modern.add(string(msg.ID), clientHost(r), cancel)()
+	r = r.WithContext(ctx)
 	s := h.gw.detachedSession()
-	defer h.modern.add(string(msg.ID), clientHost(r), s)()
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
 		return

@@ -6,6 +6,7 @@ package main
 // GET and DELETE, which the era removed.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -26,17 +27,17 @@ type modernCalls struct {
 }
 
 // modernCall is one modern request in flight: the host it came from and the
-// one-request session it is served in.
+// function that cancels it as closing its stream would.
 type modernCall struct {
-	from string
-	s    *session
+	from   string
+	cancel context.CancelFunc
 }
 
-// add records that the modern request id from host from is served in s,
-// and returns the function that forgets it, to be called once when the
-// request has been served.
-func (mc *modernCalls) add(id, from string, s *session) (remove func()) {
-	c := &modernCall{from: from, s: s}
+// add records that the modern request id from host from is in flight,
+// cancelled by cancel, and returns the function that forgets it, to be
+// called once when the request has been served.
+func (mc *modernCalls) add(id, from string, cancel context.CancelFunc) (remove func()) {
+	c := &modernCall{from: from, cancel: cancel}
 	mc.mu.Lock()
 	if mc.byID == nil {
 		mc.byID = map[string][]*modernCall{}
@@ -61,19 +62,19 @@ func (mc *modernCalls) add(id, from string, s *session) (remove func()) {
 	}
 }
 
-// find returns the session of the one modern request in flight with ID id
-// from host from, and how many there are: a match only when there is
-// exactly one, for two clients on one host may well number their requests
-// alike, and cancelling another client's call would be worse than
+// find returns the cancel function of the one modern request in flight
+// with ID id from host from, and how many there are: a match only when
+// there is exactly one, for two clients on one host may well number their
+// requests alike, and cancelling another client's call would be worse than
 // cancelling none.
-func (mc *modernCalls) find(id, from string) (*session, int) {
+func (mc *modernCalls) find(id, from string) (context.CancelFunc, int) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	var found *session
+	var found context.CancelFunc
 	n := 0
 	for _, c := range mc.byID[id] {
 		if c.from == from {
-			found = c.s
+			found = c.cancel
 			n++
 		}
 	}
@@ -94,14 +95,14 @@ func clientHost(r *http.Request) string {
 
 // serveModernMessage serves a notification (or, wrongly, an answer) a
 // modern client POSTs, with 202 Accepted as the specification says, or 400
-// with the error (see modernNotificationOf). A notifications/cancelled
+// with the error (see checkModernNotification). A notifications/cancelled
 // cancels the modern request it names, when exactly one from the same host
-// is in flight (see modernCalls.find); that request's client then gets no
-// answer. Other notifications are accepted and ignored: roots and their
-// changes reach corral with each request in this era.
+// is in flight (see modernCalls.find), as closing that request's stream
+// would: the server hears of it, and the client gets no answer. Other
+// notifications are accepted and ignored: in this era a request carries
+// what its client offers, roots included.
 func (h *httpFrontEnd) serveModernMessage(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
-	in, werr := modernNotificationOf(r.Header.Get, msg)
-	if werr != nil {
+	if werr := checkModernNotification(r.Header.Get, msg); werr != nil {
 		writeJSONError(w, nil, werr)
 		return
 	}
@@ -111,9 +112,9 @@ func (h *httpFrontEnd) serveModernMessage(w http.ResponseWriter, r *http.Request
 		}
 		json.Unmarshal(msg.Params, &p)
 		id := strings.TrimSpace(string(p.RequestID))
-		switch s, n := h.modern.find(id, clientHost(r)); n {
+		switch cancel, n := h.modern.find(id, clientHost(r)); n {
 		case 1:
-			h.gw.handle(r.Context(), s, in, nil)
+			cancel()
 		case 0:
 			h.log.Debug("notifications/cancelled from a modern client names no request in flight", "requestId", truncate(p.RequestID, 50))
 		default:

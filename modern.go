@@ -62,30 +62,30 @@ func claimsModernMessage(header string, msg *wireMsg) bool {
 	return strings.TrimSpace(header) == modernVersion || metaVersionOf(msg.Params) == modernVersion
 }
 
-// modernNotificationOf returns msg, a modern client's notification sent
-// over HTTP (see claimsModernMessage), in the internal form, or the error
-// to refuse it with: an answer (a modern client answers a server's input
+// checkModernNotification returns the error to refuse msg, a modern
+// client's notification sent over HTTP (see claimsModernMessage), with, or
+// nil: an answer (a modern client answers a server's input
 // requests by sending its request again, never with a JSON-RPC response), a
 // version in _meta other than 2026-07-28, or an MCP-Protocol-Version or
 // Mcp-Method header (get returns them) that disagrees with the body. The
 // specification sets no header a notification must carry, so a header
 // missing is no error.
-func modernNotificationOf(get func(string) string, msg *wireMsg) (*inbound, *wireError) {
+func checkModernNotification(get func(string) string, msg *wireMsg) *wireError {
 	if msg.Method == "" {
-		return nil, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a %s client sends no JSON-RPC responses: it answers a server's input requests by sending its request again with inputResponses", modernVersion)}
+		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a %s client sends no JSON-RPC responses: it answers a server's input requests by sending its request again with inputResponses", modernVersion)}
 	}
 	body, header := metaVersionOf(msg.Params), strings.TrimSpace(get("MCP-Protocol-Version"))
 	if body != "" && body != modernVersion {
 		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": body})
-		return nil, &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", body, strings.Join(allVersions(), ", ")), Data: data}
+		return &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", body, strings.Join(allVersions(), ", ")), Data: data}
 	}
 	if body != "" && header != "" && header != body {
-		return nil, &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the MCP-Protocol-Version header is %q, and the body's _meta says %q", header, body)}
+		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the MCP-Protocol-Version header is %q, and the body's _meta says %q", header, body)}
 	}
 	if v := strings.TrimSpace(get("Mcp-Method")); v != "" && v != msg.Method {
-		return nil, &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)}
+		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)}
 	}
-	return &inbound{msg: msg, era: eraModern, rules: modernEra{}}, nil
+	return nil
 }
 
 // modernStatus is the HTTP status of a modern answer.
