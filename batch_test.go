@@ -165,3 +165,41 @@ func TestBatchesOverStdioInA20250326Session(t *testing.T) {
 		t.Errorf("batch answered %v, want 1 and 2", ids)
 	}
 }
+
+// FuzzSplitBatch checks splitBatch against encoding/json: whatever a client
+// sends, it never panics, keeps at most max messages, and what it keeps are
+// exactly the array's elements.
+func FuzzSplitBatch(f *testing.F) {
+	for _, seed := range []string{`[]`, `[1]`, `[{"a":"]"},[1,[2]],"x\"]"]`, ` [ 1 , 2 ] `, `[1,2,3,4,5]`, `[`, `[1,]`, `["\u005d"]`} {
+		f.Add([]byte(seed))
+	}
+	const max = 4
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !isBatch(data) {
+			return
+		}
+		got, werr := splitBatch(data, max)
+		var want []json.RawMessage
+		err := json.Unmarshal(data, &want)
+		switch {
+		case err != nil:
+			if werr == nil {
+				t.Fatalf("splitBatch(%q) accepted what encoding/json refuses: %v", data, err)
+			}
+		case len(want) == 0 || len(want) > max:
+			if werr == nil || werr.Code != codeInvalidRequest {
+				t.Fatalf("splitBatch(%q) = %d messages, %v; want -32600 for %d", data, len(got), werr, len(want))
+			}
+		case werr != nil:
+			t.Fatalf("splitBatch(%q) = %v, want %d messages", data, werr, len(want))
+		case len(got) != len(want):
+			t.Fatalf("splitBatch(%q) = %d messages, want %d", data, len(got), len(want))
+		default:
+			for i := range want {
+				if string(got[i]) != string(want[i]) {
+					t.Fatalf("splitBatch(%q)[%d] = %s, want %s", data, i, got[i], want[i])
+				}
+			}
+		}
+	})
+}
