@@ -64,12 +64,12 @@ func claimsModernMessage(header string, msg *wireMsg) bool {
 
 // checkModernNotification returns the error to refuse msg, a modern
 // client's notification sent over HTTP (see claimsModernMessage), with, or
-// nil: an answer (a modern client answers a server's input
+// nil. It refuses an answer (a modern client answers a server's input
 // requests by sending its request again, never with a JSON-RPC response), a
-// version in _meta other than 2026-07-28, or an MCP-Protocol-Version or
+// version in _meta other than 2026-07-28, and an MCP-Protocol-Version or
 // Mcp-Method header (get returns them) that disagrees with the body. The
-// specification sets no header a notification must carry, so a header
-// missing is no error.
+// specification sets no header a notification must carry, so a missing
+// header is no error.
 func checkModernNotification(get func(string) string, msg *wireMsg) *wireError {
 	if msg.Method == "" {
 		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a %s client sends no JSON-RPC responses: it answers a server's input requests by sending its request again with inputResponses", modernVersion)}
