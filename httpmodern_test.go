@@ -165,8 +165,9 @@ func TestModernCancelOfAnIDSeveralCallsShareCancelsNone(t *testing.T) {
 		t.Fatalf("notifications/cancelled = %v, %v; want 202", resp, err)
 	}
 	resp.Body.Close()
-	// The server handles its messages in order: an echo answered after the
-	// cancel would have followed a notifications/cancelled sent before it.
+	// A cancellation would reach the server asynchronously, so this end to
+	// end check is a weak one (an echo's round trip); the rule itself is
+	// TestModernCallsFindsTheOneCallOfAnIDFromAHost's.
 	if _, m, _ := modernPost(t, tg.url, "tools/call", `{"name":"echo","arguments":{"text":"x"},`+modernMeta(`{}`)+`}`); text(t, m) != "x" {
 		t.Fatalf("echo = %s", m.Result)
 	}
@@ -261,5 +262,53 @@ func TestModernGetDeleteAndBadNotificationsAreRefusedAsTheSpecSays(t *testing.T)
 		if resp.StatusCode != 400 || json.Unmarshal(data, &m) != nil || m.Error == nil || m.Error.Code != c.code {
 			t.Errorf("%s = %s %s, want 400 with code %d", c.name, resp.Status, data, c.code)
 		}
+	}
+}
+
+func TestModernCallsFindsTheOneCallOfAnIDFromAHost(t *testing.T) {
+	var mc modernCalls
+	cancelled := map[string]bool{}
+	canceller := func(name string) context.CancelFunc { return func() { cancelled[name] = true } }
+	removeA := mc.add("7", "10.0.0.1", canceller("a"))
+	mc.add("7", "10.0.0.2", canceller("b"))
+	mc.add(`"7"`, "10.0.0.1", canceller("c"))
+	find := func(id, host string) (string, int) {
+		cancel, n := mc.find(id, host)
+		if cancel == nil {
+			return "", n
+		}
+		clear(cancelled)
+		cancel()
+		for name := range cancelled {
+			return name, n
+		}
+		return "?", n
+	}
+	for _, c := range []struct {
+		id, host, want string
+		n              int
+	}{
+		{"7", "10.0.0.1", "a", 1},
+		{"7", "10.0.0.2", "b", 1},
+		{`"7"`, "10.0.0.1", "c", 1}, // a string ID is not the integer
+		{"7", "10.0.0.3", "", 0},    // another host's
+		{"8", "10.0.0.1", "", 0},
+	} {
+		if got, n := find(c.id, c.host); got != c.want || n != c.n {
+			t.Errorf("find(%s, %s) = %q, %d; want %q, %d", c.id, c.host, got, n, c.want, c.n)
+		}
+	}
+	// Two calls of one ID from one host: neither is found.
+	removeD := mc.add("7", "10.0.0.1", canceller("d"))
+	if got, n := find("7", "10.0.0.1"); got != "" || n != 2 {
+		t.Errorf("find of an ID two calls from one host share = %q, %d; want none, 2", got, n)
+	}
+	removeA()
+	if got, n := find("7", "10.0.0.1"); got != "d" || n != 1 {
+		t.Errorf("find after the other ended = %q, %d; want d, 1", got, n)
+	}
+	removeD()
+	if _, n := find("7", "10.0.0.1"); n != 0 {
+		t.Errorf("find after both ended = %d calls, want 0", n)
 	}
 }
