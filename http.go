@@ -32,6 +32,7 @@ type httpFrontEnd struct {
 	log      *slog.Logger
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
+	modern   modernCalls  // modern requests in flight, for their clients' cancellations
 
 	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
 
@@ -120,6 +121,9 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if refuseModernGetDelete(w, r) {
+		return
+	}
 	// A modern POST is checked against its body, which decides its era.
 	if v := r.Header.Get("MCP-Protocol-Version"); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
@@ -202,6 +206,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isBatch(body) {
+		h.serveBatch(w, r, body)
+		return
+	}
 	msg, werr := decodeMessage(body)
 	if werr != nil {
 		var id json.RawMessage
@@ -213,6 +221,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
 		h.serveModern(w, r, msg)
+		return
+	}
+	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get("MCP-Protocol-Version"), msg) {
+		h.serveModernMessage(w, r, msg)
 		return
 	}
 	if !checkLegacyVersion(w, r, msg) {
@@ -415,6 +427,12 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
+	// Its client's notifications/cancelled does what closing the stream
+	// does (see serveModernMessage).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer h.modern.add(string(msg.ID), clientHost(r), cancel)()
+	r = r.WithContext(ctx)
 	s := h.gw.detachedSession()
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {

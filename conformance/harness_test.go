@@ -41,6 +41,7 @@ type Adapter struct {
 	ResourceURI    string     `json:"resourceURI"`
 	Unsupported    []string   `json:"unsupported"`
 	Settings       []string   `json:"settings"`
+	Protocols      []string   `json:"protocols"`
 	ShutdownBound  string     `json:"shutdownBound"`
 	ReadyTimeout   string     `json:"readyTimeout"`
 
@@ -71,6 +72,22 @@ func (a *Adapter) supports(feature string) bool {
 	}
 	return true
 }
+
+// speaks reports whether the adapter declares the gateway serves clients of
+// protocol version v, one of optionalProtocols.
+func (a *Adapter) speaks(v string) bool {
+	for _, p := range a.Protocols {
+		if p == v {
+			return true
+		}
+	}
+	return false
+}
+
+// optionalProtocols are the protocol versions an adapter may list in
+// protocols: versions a gateway need not serve to clients. A case about one
+// the adapter does not list is skipped.
+var optionalProtocols = []string{"2026-07-28"}
 
 // unsupportedFeatures are the features an adapter may list in unsupported:
 // what a gateway may leave out by design. A case about a feature the adapter
@@ -115,6 +132,11 @@ func loadAdapter(path string) (*Adapter, error) {
 	for _, f := range a.Unsupported {
 		if !contains(unsupportedFeatures, f) {
 			return nil, fmt.Errorf("%s: unsupported: %q: want some of %q", path, f, unsupportedFeatures)
+		}
+	}
+	for _, p := range a.Protocols {
+		if !contains(optionalProtocols, p) {
+			return nil, fmt.Errorf("%s: protocols: %q: want some of %q", path, p, optionalProtocols)
 		}
 	}
 	a.bound = 30 * time.Second
