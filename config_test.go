@@ -251,8 +251,8 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{
 			name: "a JSON syntax error gives the line and column",
-			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\",}\n  }\n}",
-			want: `config.json:3:31: invalid JSON: invalid character '}' looking for beginning of object key string`,
+			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\" \"args\": []}\n  }\n}",
+			want: `config.json:3:31: invalid JSON: invalid character '"' after object key:value pair`,
 		},
 		{
 			name: "a syntax error on the first line counts columns in characters",
