@@ -215,6 +215,9 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 		switch {
 		case fields[key] != nil:
 			p.decode(s.name, key, entry[key], fields[key])
+			if key == "env" {
+				p.refuseNullEnv(s.name, entry[key])
+			}
 		case key == "type", slices.Contains(foreignServerKeys, key):
 			// Checked below, or ignored.
 		case key == "envFile":
@@ -225,6 +228,18 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 			} else {
 				p.errorf(s.name, "", "unknown field %q; known fields are %s", key, quoteList(known))
 			}
+		}
+	}
+}
+
+// refuseNullEnv reports each null value of data, a server's env: VS Code
+// unsets such a variable, which encoding/json would turn into an empty one.
+func (p *parser) refuseNullEnv(server string, data json.RawMessage) {
+	var env map[string]json.RawMessage
+	json.Unmarshal(data, &env) // a wrong kind was reported by decode
+	for _, key := range slices.Sorted(maps.Keys(env)) {
+		if string(env[key]) == "null" {
+			p.errorf(server, "env."+key, "null (VS Code's way to unset a variable) is not supported; remove the variable, or give it a string value")
 		}
 	}
 }

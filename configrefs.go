@@ -130,7 +130,7 @@ var vscodeVariables = []string{
 func unsetError(ref, name string) error {
 	switch {
 	case name == "workspaceFolder":
-		return fmt.Errorf("%s is VS Code's workspace folder, which corral knows only when the config file is in a .vscode directory (it is then the folder holding .vscode); write the path instead", ref)
+		return fmt.Errorf("%s is VS Code's workspace folder, which corral knows only when the config file is in a .vscode or .cursor directory (it is then the folder holding that directory); write the path instead", ref)
 	case slices.Contains(vscodeVariables, name):
 		return fmt.Errorf("%s is a VS Code variable, which corral does not resolve; write its value instead", ref)
 	}
@@ -196,13 +196,13 @@ func (p *parser) lookup(field string) lookup {
 	}
 }
 
-// variable returns the value of the variable name: VS Code's
-// workspaceFolder (for a config file in a .vscode directory) or userHome
-// ($HOME), else the environment variable name.
+// variable returns the value of the variable name: VS Code's (and Cursor's)
+// workspaceFolder, for a config file in a .vscode or .cursor directory, or
+// userHome ($HOME), else the environment variable name.
 func (p *parser) variable(name string) (string, bool, error) {
 	switch name {
 	case "workspaceFolder":
-		if dir := filepath.Dir(p.path); filepath.Base(dir) == ".vscode" {
+		if dir := filepath.Dir(p.path); filepath.Base(dir) == ".vscode" || filepath.Base(dir) == ".cursor" {
 			ws, err := filepath.Abs(filepath.Dir(dir))
 			return ws, err == nil, err
 		}

@@ -210,7 +210,7 @@ func TestVSCodeServersMap(t *testing.T) {
 		{
 			name:    "workspaceFolder outside a .vscode directory is an error saying why",
 			src:     `{"servers": {"a": {"command": "x", "cwd": "${workspaceFolder}"}}}`,
-			wantErr: []string{`servers.a.cwd: ${workspaceFolder} is VS Code's workspace folder, which corral knows only when the config file is in a .vscode directory (it is then the folder holding .vscode); write the path instead`},
+			wantErr: []string{`servers.a.cwd: ${workspaceFolder} is VS Code's workspace folder, which corral knows only when the config file is in a .vscode or .cursor directory (it is then the folder holding that directory); write the path instead`},
 		},
 		{
 			name:    "another VS Code variable is an error saying so",
@@ -221,6 +221,16 @@ func TestVSCodeServersMap(t *testing.T) {
 			name:    "a VS Code command reference is an error saying so",
 			src:     `{"servers": {"a": {"command": "x", "args": ["${command:pickFile}"]}}}`,
 			wantErr: []string{`servers.a.args[0]: ${command:pickFile}: corral does not resolve ${command:...} (VS Code's kinds other than env and input need VS Code); write the value, or use ${NAME}, ${env:NAME} or ${file:PATH}`},
+		},
+		{
+			name:    "a null env value, which VS Code unsets, is an error",
+			src:     `{"servers": {"a": {"command": "x", "env": {"A": "1", "B": null}}}}`,
+			wantErr: []string{`servers.a.env.B: null (VS Code's way to unset a variable) is not supported; remove the variable, or give it a string value`},
+		},
+		{
+			name:    "a number env value is an error",
+			src:     `{"servers": {"a": {"command": "x", "env": {"PORT": 8080}}}}`,
+			wantErr: []string{`servers.a.env: want an object with string values, got number`},
 		},
 		{
 			name:    "an unset ${env:NAME} is an error",
@@ -276,6 +286,10 @@ func TestVSCodeVariables(t *testing.T) {
 	}
 	if out := string(c.resolved()); strings.Contains(out, "t0k") {
 		t.Errorf("-check shows an ${env:...} value:\n%s", out)
+	}
+	c, err = ParseConfig(filepath.Join(dir, ".cursor", "mcp.json"), []byte(src), envOf(env), nil)
+	if err != nil || c.MCPServers["a"].Cwd != dir {
+		t.Errorf("in .cursor/mcp.json: cwd = %v, %v; want the folder holding .cursor, %q", c, err, dir)
 	}
 }
 
