@@ -167,6 +167,11 @@ type ServerConfig struct {
 	// Cwd is the server's working directory. If empty, corral's.
 	Cwd string `json:"cwd,omitempty"`
 
+	// EnvFile names a .env file whose variables are added to the server's
+	// environment where Env does not set them (see parseEnvFile): VS Code's
+	// envFile. A relative path is relative to the config file's directory.
+	EnvFile string `json:"envFile,omitempty"`
+
 	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
 	// If empty, tool names pass through unchanged (see the collision rule in
 	// docs/protocol.md).

@@ -45,6 +45,7 @@ func (c *Config) resolved() []byte {
 		}
 		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
 		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
+		r.EnvFile = shown("envFile", s.EnvFile)
 		if s.URL != "" {
 			r.URL = maskURL(shown("url", s.URL))
 		}

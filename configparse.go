@@ -220,8 +220,6 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 			}
 		case key == "type", slices.Contains(foreignServerKeys, key):
 			// Checked below, or ignored.
-		case key == "envFile":
-			p.errorf(s.name, key, `not supported; list the server's variables in "env", with ${file:PATH} for each secret kept in a file`)
 		default:
 			if near, ok := nearest(key, candidates); ok {
 				p.errorf(s.name, "", "unknown field %q; did you mean %q?", key, near)
@@ -276,7 +274,7 @@ func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) 
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
 	}
-	for _, key := range []string{"command", "args", "env", "cwd"} {
+	for _, key := range []string{"command", "args", "env", "envFile", "cwd"} {
 		if _, ok := entry[key]; ok {
 			p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
 		}
@@ -311,6 +309,7 @@ func (p *parser) parseLocal(s *ServerConfig) {
 		p.expand(s, "env."+key, &v)
 		s.Env[key] = v
 	}
+	p.loadEnvFile(s)
 	p.expand(s, "cwd", &s.Cwd)
 }
 

@@ -33,6 +33,7 @@ func TestDesktopClientFilesLoadAsTheyAre(t *testing.T) {
 		setUp      func(t *testing.T, path string) // beside the copy of the file, if not nil
 		edit       func(src string) string         // applied to the copy, if not nil
 		want       map[string]server               // every enabled server
+		env        map[string]map[string]string    // of some servers
 		warnings   []string
 	}{
 		{
@@ -59,11 +60,18 @@ func TestDesktopClientFilesLoadAsTheyAre(t *testing.T) {
 			edit: func(src string) string {
 				return strings.Replace(src, "${input:perplexity-key}", "${env:PERPLEXITY_API_KEY}", 1)
 			},
+			setUp: func(t *testing.T, path string) {
+				copyFile(t, "testdata/clients/vscode/.env", filepath.Join(filepath.Dir(path), "..", ".env"))
+			},
 			want: map[string]server{
 				"perplexity":      {Command: "npx", FirstArg: "-y", LastArg: "server-perplexity-ask"},
 				"fetch":           {Command: "uvx", FirstArg: "mcp-server-fetch", LastArg: "mcp-server-fetch"},
 				"workspace-files": {Command: "npx", FirstArg: "-y", LastArg: "WORKSPACE"},
 				"github":          {URL: "https://api.githubcopilot.com/mcp/"},
+			},
+			env: map[string]map[string]string{
+				"perplexity": {"PERPLEXITY_API_KEY": "pplx"},
+				"fetch":      {"FETCH_USER_AGENT": "corral-test/1.0", "FETCH_TIMEOUT": "30"},
 			},
 		},
 		{
@@ -120,6 +128,11 @@ func TestDesktopClientFilesLoadAsTheyAre(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("LoadConfig(%s) servers (-want +got):\n%s", tc.file, diff)
 			}
+			for name, want := range tc.env {
+				if diff := cmp.Diff(want, c.MCPServers[name].Env); diff != "" {
+					t.Errorf("LoadConfig(%s) env of %s (-want +got):\n%s", tc.file, name, diff)
+				}
+			}
 		})
 	}
 }
@@ -127,6 +140,7 @@ func TestDesktopClientFilesLoadAsTheyAre(t *testing.T) {
 func TestVSCodeInputIsAClearError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".vscode", "mcp.json")
 	copyFile(t, "testdata/clients/vscode/.vscode/mcp.json", path)
+	copyFile(t, "testdata/clients/vscode/.env", filepath.Join(filepath.Dir(path), "..", ".env"))
 	_, err := LoadConfig(path, envOf(nil), nil)
 	want := path + `: servers.perplexity.env.PERPLEXITY_API_KEY: ${input:perplexity-key}: VS Code prompts the user for an input, which corral cannot do; put the value in an environment variable and write ${env:NAME}, or in a file and write ${file:PATH}`
 	if err == nil || err.Error() != want {
@@ -193,9 +207,14 @@ func TestVSCodeServersMap(t *testing.T) {
 			wantErr: []string{`servers: want an object mapping server names to server entries, got array`},
 		},
 		{
-			name:    "envFile is refused, saying what to write instead",
-			src:     `{"servers": {"a": {"command": "x", "envFile": "${workspaceFolder}/.env"}}}`,
-			wantErr: []string{`servers.a.envFile: not supported; list the server's variables in "env", with ${file:PATH} for each secret kept in a file`},
+			name:    "a missing envFile names the server, the field and the file",
+			src:     `{"servers": {"a": {"command": "x", "envFile": "/nonexistent/.env"}}}`,
+			wantErr: []string{`servers.a.envFile: /nonexistent/.env: no such file or directory`},
+		},
+		{
+			name:    "a remote server has no envFile",
+			src:     `{"servers": {"a": {"type": "http", "url": "https://x.example/mcp", "envFile": ".env"}}}`,
+			wantErr: []string{`servers.a.envFile: a remote server (with "url") has no envFile; remove one of the two`},
 		},
 		{
 			name:    "an input in a header names the server and the header",
@@ -324,5 +343,58 @@ func TestServersMapRunsAServer(t *testing.T) {
 	c := connect(t, tg.url)
 	if got := toolText(t, c.callTool("1", "v_echo", `{"text":"from a VS Code file"}`)); got != "from a VS Code file" {
 		t.Errorf("v_echo answered %q", got)
+	}
+}
+
+func TestEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".env"), []byte("# a comment\nA=from-file\nB=s3cr3t-b\nexport C='quoted # not a comment'\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "nul.env"), []byte("N=a\x00b\n"), 0o600)
+	path := filepath.Join(dir, ".vscode", "mcp.json")
+	src := `{"servers": {"a": {"command": "x", "env": {"A": "from-env"}, "envFile": "${workspaceFolder}/.env"}}}`
+	c, err := ParseConfig(path, []byte(src), envOf(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"A": "from-env", "B": "s3cr3t-b", "C": "quoted # not a comment"}
+	if diff := cmp.Diff(want, c.MCPServers["a"].Env); diff != "" {
+		t.Errorf("env, env winning over envFile (-want +got):\n%s", diff)
+	}
+	if out := string(c.resolved()); strings.Contains(out, "s3cr3t") || !strings.Contains(out, `"envFile": "****/.env"`) {
+		t.Errorf("-check shows an envFile value, or the envFile path unmasked:\n%s", out)
+	}
+	_, err = ParseConfig(path, []byte(`{"servers": {"a": {"command": "x", "envFile": "../nul.env"}}}`), envOf(nil), nil)
+	if want := path + `: servers.a.envFile: the variable "N" holds a NUL byte, which an environment variable cannot`; err == nil || err.Error() != want {
+		t.Errorf("an envFile with a NUL byte: error = %v, want %s", err, want)
+	}
+}
+
+func TestParseEnvFile(t *testing.T) {
+	src := strings.Join([]string{
+		"# comment",
+		"",
+		"  PLAIN=value  ",
+		"export EXPORTED=yes",
+		"COLON: sep",
+		"EQ_IN_VALUE=a=b",
+		"COMMENTED=value # trailing comment",
+		`DOUBLE="line1\nline2 # kept"`,
+		`SINGLE='no \n escape'`,
+		"BACKTICK=`tick`",
+		`ESCAPED_QUOTE="a\"b#c"`,
+		"NO_SEPARATOR",
+		"=no key",
+		"EMPTY=",
+		"LATER=first",
+		"LATER=second",
+		"CRLF=x\r",
+	}, "\n")
+	want := map[string]string{
+		"PLAIN": "value", "EXPORTED": "yes", "COLON": "sep", "EQ_IN_VALUE": "a=b", "COMMENTED": "value",
+		"DOUBLE": "line1\nline2 # kept", "SINGLE": `no \n escape`, "BACKTICK": "tick", "ESCAPED_QUOTE": `a\"b#c`,
+		"EMPTY": "", "LATER": "second", "CRLF": "x",
+	}
+	if diff := cmp.Diff(want, parseEnvFile(src)); diff != "" {
+		t.Errorf("parseEnvFile (-want +got):\n%s", diff)
 	}
 }
