@@ -22,11 +22,11 @@ import (
 // corral read a whole disk.
 const maxSecretFileBytes = 64 << 10
 
-// A lookup resolves one reference of a value. Kind is "" for an environment
+// A refLookup resolves one reference of a value. Kind is "" for an environment
 // variable (${NAME} or ${env:NAME}; arg is NAME), else the word before the
 // colon of ${kind:arg}. It reports whether a variable is set; a non-nil err
 // is the whole problem with the reference, which the caller prefixes with it.
-type lookup func(kind, arg string) (value string, ok bool, err error)
+type refLookup func(kind, arg string) (value string, ok bool, err error)
 
 // expand returns s with each ${NAME} (or ${env:NAME}, as VS Code writes it)
 // replaced by the value of the environment variable NAME, looked up with
@@ -51,7 +51,7 @@ func expand(s string, getenv func(string) (string, bool)) (string, error) {
 }
 
 // expandRefs is expand with every reference resolved by look.
-func expandRefs(s string, look lookup) (string, error) {
+func expandRefs(s string, look refLookup) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
@@ -88,7 +88,7 @@ func expandRefs(s string, look lookup) (string, error) {
 
 // resolveRef returns the value of ref, a whole "${...}". A ":" after a word
 // makes it a reference of that kind, unless it starts ":-", a default.
-func resolveRef(ref string, look lookup) (string, error) {
+func resolveRef(ref string, look refLookup) (string, error) {
 	body := ref[2 : len(ref)-1]
 	if kind, arg, ok := strings.Cut(body, ":"); ok && isWord(kind) && !strings.HasPrefix(arg, "-") {
 		if kind != "env" {
@@ -181,7 +181,7 @@ func (p *parser) expand(s *ServerConfig, field string, value *string) {
 
 // lookup returns how the references of field, in a server entry, resolve:
 // ${file:PATH} only in env and headers values.
-func (p *parser) lookup(field string) lookup {
+func (p *parser) lookup(field string) refLookup {
 	return func(kind, arg string) (string, bool, error) {
 		switch kind {
 		case "":
