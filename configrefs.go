@@ -17,9 +17,9 @@ import (
 	"strings"
 )
 
-// maxSecretFileBytes bounds a file read for ${file:PATH} or authTokenFile: a
-// secret is a token or a key, not a document, and a config must not make
-// corral read a whole disk.
+// maxSecretFileBytes bounds a file read for ${file:PATH}, authTokenFile or
+// envFile: a secret is a token or a key, not a document, and a config must
+// not make corral read a whole disk.
 const maxSecretFileBytes = 64 << 10
 
 // A refLookup resolves one reference of a value. Kind is "" for an environment

@@ -372,3 +372,13 @@ func TestProcessAndRuntimeMetricsMove(t *testing.T) {
 		runtime.KeepAlive(x)
 	})
 }
+
+// BenchmarkStandardMetrics measures what the process_* and go_* metrics add
+// to a scrape of /metrics.
+func BenchmarkStandardMetrics(b *testing.B) {
+	for b.Loop() {
+		var sb strings.Builder
+		writeProcessMetrics(&sb)
+		writeRuntimeMetrics(&sb)
+	}
+}
