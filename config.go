@@ -22,8 +22,8 @@ import (
 // passed through applyDefaults, is a working gateway with no servers.
 //
 // The file may be the same one a desktop MCP client uses: corral reads the
-// "mcpServers" map and its own top-level keys, and ignores (with one warning)
-// any other top-level key.
+// "mcpServers" map (or VS Code's "servers" map, or both) and its own
+// top-level keys, and ignores (with one warning) any other top-level key.
 type Config struct {
 	// Listen is the TCP address of the Streamable HTTP front end.
 	// If empty, "127.0.0.1:8931".
@@ -166,6 +166,11 @@ type ServerConfig struct {
 
 	// Cwd is the server's working directory. If empty, corral's.
 	Cwd string `json:"cwd,omitempty"`
+
+	// EnvFile names a .env file whose variables are added to the server's
+	// environment where Env does not set them (see parseEnvFile): VS Code's
+	// envFile. A relative path is relative to the config file's directory.
+	EnvFile string `json:"envFile,omitempty"`
 
 	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
 	// If empty, tool names pass through unchanged (see the collision rule in
@@ -379,10 +384,14 @@ func LoadConfig(path string, getenv func(string) (string, bool), warn func(msg s
 }
 
 // ParseConfig parses data, the contents of the config file at path, and
-// returns it validated, with defaults applied. Path is used only in messages.
+// returns it validated, with defaults applied. Path is used in messages, and
+// relative paths in the file (authTokenFile, ${file:PATH}) start from its
+// directory. Data may hold comments and trailing commas (see stripJSONC).
 //
-// References to environment variables in a server's command, args, env values
-// and cwd are expanded (see expand) using getenv, which is os.LookupEnv if nil.
+// References to environment variables in a server's command, args, env and
+// headers values, cwd and url are expanded (see expand) using getenv, which is
+// os.LookupEnv if nil; ${file:PATH} in env and headers values is replaced by
+// the file's content (see readSecretFile).
 // Warn, if not nil, receives non-fatal warnings, such as the list of top-level
 // keys corral ignores.
 //
@@ -392,6 +401,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
+	data = stripJSONC(data) // VS Code's files may hold comments and trailing commas
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		var se *json.SyntaxError
@@ -402,15 +412,17 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		return nil, fmt.Errorf("%s: want a JSON object at the top level, got %s", path, jsonKind(data))
 	}
 
-	p := &parser{getenv: getenv}
+	p := &parser{getenv: getenv, path: path}
 	c := &Config{file: path}
 	fields := jsonFields(c)
-	c.MCPServers = p.parseServers(top["mcpServers"])
+	c.MCPServers = p.parseServers(top["mcpServers"], top["servers"])
 	var ignored []string
 	for _, key := range slices.Sorted(maps.Keys(top)) {
 		switch {
-		case key == "mcpServers":
+		case key == "mcpServers", key == "servers":
 			// Parsed above.
+		case key == "inputs":
+			// VS Code's prompts for ${input:ID}; each use of one is an error.
 		case fields[key] != nil:
 			p.decode("", key, top[key], fields[key])
 		default:

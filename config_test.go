@@ -251,8 +251,8 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{
 			name: "a JSON syntax error gives the line and column",
-			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\",}\n  }\n}",
-			want: `config.json:3:31: invalid JSON: invalid character '}' looking for beginning of object key string`,
+			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\" \"args\": []}\n  }\n}",
+			want: `config.json:3:31: invalid JSON: invalid character '"' after object key:value pair`,
 		},
 		{
 			name: "a syntax error on the first line counts columns in characters",
@@ -313,7 +313,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "envFile", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
 		},
 		{
 			name: "a missing command is an error",
