@@ -1,0 +1,211 @@
+package main
+
+// Resource URIs inside results. corral renames a server's resource URIs
+// (a prefix, or a qualifier after a collision: see buildCatalog), so a URI
+// the server puts in a result (resources/read contents, a resource_link or
+// an embedded resource in a tool's result or a prompt's messages) is not
+// always one a client can read back through corral. clientURIs rewrites
+// each such URI to the one that routes back to the same server and the
+// same resource, and leaves every other byte of the result as it came.
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// uriMember is what a URI is called in a content block or resource
+// contents; a result without it holds no URI to rewrite.
+var uriMember = []byte(`"uri"`)
+
+// clientURIs returns result, a server's result from b, with each resource
+// URI in it that clients know by another name replaced by that name: the
+// uri of resources/read's contents, of resource_link content blocks and of
+// embedded resources, in a tool's content (tools/call, tasks/result) and in
+// a prompt's messages. Only those values change: the rest of the result is
+// passed on as the bytes the server sent, and a result without a "uri"
+// member is not decoded at all. A URI that no name of corral's reaches is
+// left as it is. It is safe for concurrent use.
+func (g *Gateway) clientURIs(b *backend, result json.RawMessage) json.RawMessage {
+	if !bytes.Contains(result, uriMember) {
+		return result
+	}
+	g.mu.Lock()
+	cat := g.cat
+	g.mu.Unlock()
+	backends := g.backendList()
+	rw := uriRewriter{data: result, rename: func(uri string) string { return cat.clientURI(backends, b, uri) }}
+	rw.result()
+	return rw.output()
+}
+
+// clientURI returns the URI clients use for b's resource uri: one that
+// catalog c routes back to b's uri (see resolveURI). It tries, in order,
+// the name the catalog lists it under, uri itself, and uri qualified by b's
+// prefix or by b's name; if none routes back to it, it returns uri.
+func (c *catalog) clientURI(backends []*backend, b *backend, uri string) string {
+	var tries []string
+	if name, ok := c.resourceNames[subKey{b.name, uri}]; ok {
+		tries = append(tries, name)
+	}
+	tries = append(tries, uri)
+	if b.cfg.Prefix != "" {
+		tries = append(tries, qualify(kindResource, b.cfg.Prefix, uri))
+	}
+	tries = append(tries, qualify(kindResource, b.name, uri))
+	for _, t := range tries {
+		if rb, orig := c.resolveURI(backends, t); rb == b && orig == uri {
+			return t
+		}
+	}
+	return uri
+}
+
+// uriRewriter finds the URIs in a result and collects the edits that
+// rename them; output applies them. It works on the bytes in place: a value
+// it does not rename is never decoded.
+type uriRewriter struct {
+	data   []byte
+	rename func(string) string
+	edits  []uriEdit // in order of position, not overlapping
+}
+
+// uriEdit replaces data[start:end] (a JSON string) with with.
+type uriEdit struct {
+	start, end int
+	with       []byte
+}
+
+// result looks in the members of a result that hold resources: contents
+// (resources/read), content (a tool's result) and messages (a prompt's).
+func (rw *uriRewriter) result() {
+	rw.object(skipSpace(rw.data, 0), func(key string, vs, _ int) {
+		switch key {
+		case "contents":
+			rw.array(vs, rw.uriOf)
+		case "content":
+			rw.blocks(vs)
+		case "messages":
+			rw.array(vs, func(ms int) {
+				rw.object(ms, func(key string, cs, _ int) {
+					if key == "content" {
+						rw.blocks(cs)
+					}
+				})
+			})
+		}
+	})
+}
+
+// blocks renames the URIs of the content block at i, or of each block of
+// the array at i: a resource_link's uri, and an embedded resource's.
+func (rw *uriRewriter) blocks(i int) {
+	block := func(bs int) {
+		rw.object(bs, func(key string, vs, _ int) {
+			switch key {
+			case "uri":
+				rw.uri(vs)
+			case "resource":
+				rw.uriOf(vs)
+			}
+		})
+	}
+	if i < len(rw.data) && rw.data[i] == '[' {
+		rw.array(i, block)
+	} else {
+		block(i)
+	}
+}
+
+// uriOf renames the uri member of the object at i.
+func (rw *uriRewriter) uriOf(i int) {
+	rw.object(i, func(key string, vs, _ int) {
+		if key == "uri" {
+			rw.uri(vs)
+		}
+	})
+}
+
+// uri renames the string at i, if clients know it by another name.
+func (rw *uriRewriter) uri(i int) {
+	if i >= len(rw.data) || rw.data[i] != '"' {
+		return
+	}
+	end := skipString(rw.data, i)
+	var uri string
+	if json.Unmarshal(rw.data[i:end], &uri) != nil {
+		return
+	}
+	if name := rw.rename(uri); name != uri {
+		rw.edits = append(rw.edits, uriEdit{i, end, jsonString(name)})
+	}
+}
+
+// object calls f with the name and the start and end of the value of each
+// member of the object at i; it does nothing if no object is at i.
+func (rw *uriRewriter) object(i int, f func(key string, vs, ve int)) {
+	data := rw.data
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	for i = skipSpace(data, i+1); i < len(data) && data[i] == '"'; {
+		end := skipString(data, i)
+		key := string(data[i+1 : end-1])
+		i = skipSpace(data, end)
+		vs := skipSpace(data, i+1) // past ':'
+		ve := skipValue(data, vs)
+		f(key, vs, ve)
+		i = skipSpace(data, ve)
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// array calls f with the start of each element of the array at i; it does
+// nothing if no array is at i.
+func (rw *uriRewriter) array(i int, f func(es int)) {
+	data := rw.data
+	if i >= len(data) || data[i] != '[' {
+		return
+	}
+	for i = skipSpace(data, i+1); i < len(data) && data[i] != ']'; {
+		f(i)
+		i = skipSpace(data, skipValue(data, i))
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// output returns the data with the edits made; the data itself if there
+// are none.
+func (rw *uriRewriter) output() json.RawMessage {
+	if len(rw.edits) == 0 {
+		return rw.data
+	}
+	n := len(rw.data)
+	for _, e := range rw.edits {
+		n += len(e.with) - (e.end - e.start)
+	}
+	out := make([]byte, 0, n)
+	at := 0
+	for _, e := range rw.edits {
+		out = append(out, rw.data[at:e.start]...)
+		out = append(out, e.with...)
+		at = e.end
+	}
+	return append(out, rw.data[at:]...)
+}
+
+// jsonString returns s as a JSON string, without the HTML escapes of
+// json.Marshal: a URI's & stays &.
+func jsonString(s string) []byte {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return []byte(strings.TrimSuffix(b.String(), "\n"))
+}
