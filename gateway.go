@@ -69,6 +69,7 @@ type Gateway struct {
 	sessions *sessionSet      // the sessions that hear of changes
 	subs     *subscriptions   // the sessions' subscriptions to resources
 	parked   *parkedExchanges // modern clients' calls waiting for their input
+	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
@@ -84,7 +85,7 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
@@ -535,6 +536,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
+	g.forgetServerTasks(b)
 	b.setLogLevel(g.wantedLogLevel())
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions

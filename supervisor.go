@@ -45,6 +45,9 @@ type backendEvents interface {
 	serverLog(b *backend, params json.RawMessage)
 	resourceUpdated(b *backend, params json.RawMessage)
 	serverCancelled(m *mux, params json.RawMessage)
+	// taskStatus passes on the server's notifications/tasks/status, on m's
+	// reading goroutine.
+	taskStatus(b *backend, params json.RawMessage)
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
 	subscribedURIs(server string) []string
@@ -548,6 +551,8 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
 		b.gw.resourceUpdated(b, msg.Params)
+	case "notifications/tasks/status":
+		b.gw.taskStatus(b, msg.Params)
 	case "notifications/cancelled":
 		b.mu.Lock()
 		m := b.mux

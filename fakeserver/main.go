@@ -413,7 +413,11 @@ const (
 )
 
 // capabilityNames are the server capabilities -capabilities may name.
-var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging"}
+var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging", "tasks"}
+
+// defaultCapabilities are the capabilities declared without -capabilities:
+// all but tasks.
+var defaultCapabilities = capabilityNames[:5]
 
 // options holds the command-line flags.
 type options struct {
@@ -458,7 +462,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
-	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
+	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
@@ -556,6 +560,8 @@ type server struct {
 	states     map[string]string      // tool names, by requestState issued
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
+
+	tasks taskStore // tasks created by task-augmented calls (tasks.go)
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {

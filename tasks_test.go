@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// taskState is a task as clients see it.
+type taskState struct {
+	TaskID string
+	Status string
+}
+
+// createTask calls tool as a task and returns the task the answer names.
+func createTask(t *testing.T, p *peer, tool string, ms int) taskState {
+	t.Helper()
+	m, _ := p.call("tools/call", fmt.Sprintf(`{"name":%q,"arguments":{"ms":%d},"task":{"ttl":60000}}`, tool, ms))
+	var r struct{ Task taskState }
+	result(t, m, &r)
+	if r.Task.TaskID == "" || r.Task.Status != "working" {
+		t.Fatalf("%s as a task = %s, want a working task", tool, m.Result)
+	}
+	return r.Task
+}
+
+func TestTasksReachTheirServerUnderGatewayIDsAndOnlyTheirSession(t *testing.T) {
+	t.Parallel()
+	// Both servers number their tasks task-1, task-2...: their IDs collide.
+	tg := startGateway(t, `{"maxTasksPerSession":2,"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a","-capabilities","tools,tasks"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b","-capabilities","tools,resources,tasks"]}
+	}}`)
+	p := newHTTPPeer(t, tg.url, `{}`)
+	other := newHTTPPeer(t, tg.url, `{}`)
+
+	init, _ := p.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	var ir struct{ Capabilities map[string]any }
+	result(t, init, &ir)
+	want := map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+	if diff := cmp.Diff(want, ir.Capabilities["tasks"]); diff != "" {
+		t.Errorf("tasks capability (-want +got):\n%s", diff)
+	}
+
+	quick := createTask(t, p, "a__task", 300)
+	slow := createTask(t, p, "b__task", 60000)
+	if quick.TaskID == slow.TaskID || strings.HasPrefix(quick.TaskID, "task-") {
+		t.Fatalf("task IDs %q and %q: want corral's own, distinct", quick.TaskID, slow.TaskID)
+	}
+	if m, _ := p.call("tools/call", `{"name":"a__task","arguments":{},"task":{}}`); m.Error == nil || !strings.Contains(m.Error.Message, "maxTasksPerSession") {
+		t.Errorf("a third task past maxTasksPerSession 2 = %+v %s, want an error naming the setting", m.Error, m.Result)
+	}
+
+	// tasks/result waits for the task, and answers its server's result.
+	m, _ := p.call("tasks/result", fmt.Sprintf(`{"taskId":%q}`, quick.TaskID))
+	if got := text(t, m); got != "task done 300" {
+		t.Errorf("tasks/result = %q, want the result of a's task", got)
+	}
+	if !strings.Contains(string(m.Result), `"taskId":"`+quick.TaskID+`"`) {
+		t.Errorf("tasks/result = %s, want its related-task _meta with corral's ID %q", m.Result, quick.TaskID)
+	}
+	// The server's status notification reaches the session, with its ID.
+	note := p.nextExcept(listChanged...)
+	if note.Method != "notifications/tasks/status" || !strings.Contains(string(note.Params), `"taskId":"`+quick.TaskID+`"`) || !strings.Contains(string(note.Params), `"completed"`) {
+		t.Errorf("after the task ended the session got %s %s, want its tasks/status with ID %q", note.Method, note.Params, quick.TaskID)
+	}
+	// b's task-1 is another task: still working.
+	m, _ = p.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, slow.TaskID))
+	var got taskState
+	result(t, m, &got)
+	if got != (taskState{slow.TaskID, "working"}) {
+		t.Errorf("tasks/get of b's task = %s", m.Result)
+	}
+
+	// Another session neither sees nor reaches them.
+	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		if m, _ := other.call(method, fmt.Sprintf(`{"taskId":%q}`, slow.TaskID)); m.Error == nil || m.Error.Code != codeInvalidParams {
+			t.Errorf("%s of another session's task = %+v %s, want error %d", method, m.Error, m.Result, codeInvalidParams)
+		}
+	}
+	m, _ = other.call("tasks/list", `{}`)
+	var list struct{ Tasks []taskState }
+	result(t, m, &list)
+	if len(list.Tasks) != 0 {
+		t.Errorf("another session's tasks/list = %s, want no tasks", m.Result)
+	}
+	m, _ = p.call("tasks/list", `{}`)
+	result(t, m, &list)
+	if diff := cmp.Diff([]taskState{{slow.TaskID, "working"}, {quick.TaskID, "completed"}}, list.Tasks); diff != "" {
+		t.Errorf("tasks/list, newest first (-want +got):\n%s", diff)
+	}
+
+	m, _ = p.call("tasks/cancel", fmt.Sprintf(`{"taskId":%q}`, slow.TaskID))
+	result(t, m, &got)
+	if got != (taskState{slow.TaskID, "cancelled"}) {
+		t.Errorf("tasks/cancel = %s", m.Result)
+	}
+
+	// A server that starts again has lost its tasks: so has corral.
+	p.call("tools/call", `{"name":"a__crash","arguments":{}}`)
+	waitFor(t, 30*time.Second, "a's task to be forgotten with its server", func() bool {
+		m, _ := p.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, quick.TaskID))
+		return m.Error != nil && strings.Contains(m.Error.Message, "unknown task")
+	})
+	if m, _ := p.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, slow.TaskID)); m.Error != nil {
+		t.Errorf("b's task after a restarted: %+v", m.Error)
+	}
+}
+
+func TestTasksOfAnEndedSessionAreForgotten(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-capabilities","tools,tasks"]}}}`)
+	p := newStdioPeer(t, tg.gw, `{}`)
+	createTask(t, p, "task", 60000)
+	s := tg.gw.detachedSession()
+	tg.gw.tasks.reserve(s, 1, time.Now())
+	tk := tg.gw.tasks.add(s, tg.gw.backendList()[0], "x", 0, time.Now())
+	tg.gw.endSession(s)
+	if tg.gw.tasks.owned(s, tk.id) != nil {
+		t.Errorf("a task of an ended session is still known")
+	}
+	tg.gw.tasks.mu.Lock()
+	n := len(tg.gw.tasks.byID)
+	tg.gw.tasks.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d tasks known after one of two sessions ended, want the other's 1", n)
+	}
+}
