@@ -199,10 +199,15 @@ func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *b
 		ttl = time.Duration(*res.Task.TTL) * time.Millisecond
 	}
 	tk := g.tasks.add(s, b, res.Task.TaskID, ttl, time.Now())
-	var fields map[string]json.RawMessage
-	json.Unmarshal(r.result, &fields)
-	fields["task"] = setMember(fields["task"], "taskId", tk.id)
-	r.result, _ = json.Marshal(fields)
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
+		// The session ended while the call was in flight, and forgot its
+		// tasks before this one was added: no one will ask for it.
+		g.tasks.forget(tk.id)
+	}
+	r.result = clientTaskID(r.result, tk.id)
 	return r
 }
 
@@ -237,23 +242,34 @@ func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send f
 	return r
 }
 
-// clientTaskID returns result with the task ID in it, at its top (a task's
-// state) or in its related-task _meta (a task's result), set to id.
+// clientTaskID returns result with the task ID in it set to id: in a task
+// (a task's state at its top, or the task member of a CreateTaskResult), or
+// in the related-task _meta of a task's result. Only those values change:
+// the rest is the server's bytes.
 func clientTaskID(result json.RawMessage, id string) json.RawMessage {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(result, &fields) != nil || fields == nil {
-		return result
+	rw := rawEditor{data: result}
+	taskID := func(i int) {
+		rw.object(i, func(key string, vs, ve int) {
+			if key == "taskId" {
+				rw.replace(vs, ve, id)
+			}
+		})
 	}
-	if _, ok := fields["taskId"]; ok {
-		fields["taskId"], _ = json.Marshal(id)
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(fields["_meta"], &meta) == nil && meta[metaRelatedTask] != nil {
-		meta[metaRelatedTask] = setMember(meta[metaRelatedTask], "taskId", id)
-		fields["_meta"], _ = json.Marshal(meta)
-	}
-	out, _ := json.Marshal(fields)
-	return out
+	rw.object(skipSpace(result, 0), func(key string, vs, ve int) {
+		switch key {
+		case "taskId":
+			rw.replace(vs, ve, id)
+		case "task":
+			taskID(vs)
+		case "_meta":
+			rw.object(vs, func(key string, ms, _ int) {
+				if key == metaRelatedTask {
+					taskID(ms)
+				}
+			})
+		}
+	})
+	return rw.output()
 }
 
 // listTasks answers tasks/list: the session's tasks, newest first, each as

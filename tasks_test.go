@@ -129,3 +129,25 @@ func TestTasksOfAnEndedSessionAreForgotten(t *testing.T) {
 		t.Errorf("%d tasks known after one of two sessions ended, want the other's 1", n)
 	}
 }
+
+func TestClientTaskIDChangesOnlyTheTaskIDs(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{{
+		name: "a task's state",
+		in:   `{"taskId" : "task-1","status":"working","statusMessage":"<&>"}`,
+		want: `{"taskId" : "C","status":"working","statusMessage":"<&>"}`,
+	}, {
+		name: "a CreateTaskResult",
+		in:   `{"task":{"taskId":"task-1","ttl":null},"_meta":{"io.modelcontextprotocol/model-immediate-response":"x"}}`,
+		want: `{"task":{"taskId":"C","ttl":null},"_meta":{"io.modelcontextprotocol/model-immediate-response":"x"}}`,
+	}, {
+		name: "a task's result",
+		in:   `{"content":[{"type":"text","text":"\"taskId\":\"task-1\""}],"structuredContent":{"taskId":"task-1"},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"}}}`,
+		want: `{"content":[{"type":"text","text":"\"taskId\":\"task-1\""}],"structuredContent":{"taskId":"task-1"},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"C"}}}`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := string(clientTaskID([]byte(c.in), "C")); got != c.want {
+				t.Errorf("clientTaskID(%s)\n = %s\nwant %s", c.in, got, c.want)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ func (g *Gateway) clientURIs(b *backend, result json.RawMessage) json.RawMessage
 	cat := g.cat
 	g.mu.Unlock()
 	backends := g.backendList()
-	rw := uriRewriter{data: result, rename: func(uri string) string { return cat.clientURI(backends, b, uri) }}
+	rw := uriRewriter{rawEditor{data: result}, func(uri string) string { return cat.clientURI(backends, b, uri) }}
 	rw.result()
 	return rw.output()
 }
@@ -62,18 +62,11 @@ func (c *catalog) clientURI(backends []*backend, b *backend, uri string) string 
 }
 
 // uriRewriter finds the URIs in a result and collects the edits that
-// rename them; output applies them. It works on the bytes in place: a value
-// it does not rename is never decoded.
+// rename them; output applies them. A value it does not rename is never
+// decoded.
 type uriRewriter struct {
-	data   []byte
+	rawEditor
 	rename func(string) string
-	edits  []uriEdit // in order of position, not overlapping
-}
-
-// uriEdit replaces data[start:end] (a JSON string) with with.
-type uriEdit struct {
-	start, end int
-	with       []byte
 }
 
 // result looks in the members of a result that hold resources: contents
@@ -137,13 +130,33 @@ func (rw *uriRewriter) uri(i int) {
 		return
 	}
 	if name := rw.rename(uri); name != uri {
-		rw.edits = append(rw.edits, uriEdit{i, end, jsonString(name)})
+		rw.replace(i, end, name)
 	}
+}
+
+// rawEditor edits JSON in place: it walks objects and arrays by offsets
+// into data, without decoding them, and collects replacements of values;
+// output applies them. The rest of data is kept byte for byte.
+type rawEditor struct {
+	data  []byte
+	edits []rawEdit // in order of position, not overlapping
+}
+
+// rawEdit replaces data[start:end] with with.
+type rawEdit struct {
+	start, end int
+	with       []byte
+}
+
+// replace replaces the value at data[start:end] with the JSON string s.
+// Edits must be made in order of position.
+func (rw *rawEditor) replace(start, end int, s string) {
+	rw.edits = append(rw.edits, rawEdit{start, end, jsonString(s)})
 }
 
 // object calls f with the name and the start and end of the value of each
 // member of the object at i; it does nothing if no object is at i.
-func (rw *uriRewriter) object(i int, f func(key string, vs, ve int)) {
+func (rw *rawEditor) object(i int, f func(key string, vs, ve int)) {
 	data := rw.data
 	if i >= len(data) || data[i] != '{' {
 		return
@@ -165,7 +178,7 @@ func (rw *uriRewriter) object(i int, f func(key string, vs, ve int)) {
 
 // array calls f with the start of each element of the array at i; it does
 // nothing if no array is at i.
-func (rw *uriRewriter) array(i int, f func(es int)) {
+func (rw *rawEditor) array(i int, f func(es int)) {
 	data := rw.data
 	if i >= len(data) || data[i] != '[' {
 		return
@@ -182,7 +195,7 @@ func (rw *uriRewriter) array(i int, f func(es int)) {
 
 // output returns the data with the edits made; the data itself if there
 // are none.
-func (rw *uriRewriter) output() json.RawMessage {
+func (rw *rawEditor) output() json.RawMessage {
 	if len(rw.edits) == 0 {
 		return rw.data
 	}

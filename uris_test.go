@@ -113,7 +113,7 @@ func TestURIRewriterChangesOnlyTheURIs(t *testing.T) {
 		want: `{"content":[{"type":"resource_link","uri":"p+fake://l?a&b"`,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			rw := uriRewriter{data: []byte(c.in), rename: rename}
+			rw := uriRewriter{rawEditor{data: []byte(c.in)}, rename}
 			rw.result()
 			if got := string(rw.output()); got != c.want {
 				t.Errorf("rewrite(%s)\n = %s\nwant %s", c.in, got, c.want)

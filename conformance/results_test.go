@@ -80,7 +80,9 @@ func TestTasksReachTheirServerAndOnlyTheirSession(t *testing.T) {
 		if err != nil {
 			fatal(t, "calling %s as a task: %v", tool, err)
 		}
-		var r struct{ Task struct{ TaskID, Status string } }
+		var r struct {
+			Task struct{ TaskID, Status string }
+		}
 		if m.Error != nil || json.Unmarshal(m.Result, &r) != nil || r.Task.TaskID == "" {
 			fatal(t, "%s called as a task answered %+v %s, want a task", tool, m.Error, truncate(m.Result))
 		}
