@@ -42,9 +42,9 @@
 //		unless it is set. Padding tools cannot be called.
 //	-capabilities LIST
 //		Declare only the server capabilities in the comma-separated LIST, a
-//		subset of tools, resources, prompts, completions and logging
-//		(default all five). Requests of an undeclared capability get error
-//		-32601.
+//		subset of tools, resources, prompts, completions, logging and tasks
+//		(default all but tasks). Requests of an undeclared capability get
+//		error -32601.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -144,6 +144,11 @@
 // {"completion":{"values":[...],"total":N,"hasMore":false}} with the choices
 // that start with value. Other refs and arguments get error -32602.
 //
+// tasks (MCP 2025-11-25; only with -capabilities naming it): declared as
+// {"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}. A tools/call of
+// the task tool with a "task" member in its params creates a task: see
+// tasks.go. A task-augmented call of another tool gets error -32601.
+//
 // logging: logging/setLevel {level} sets the level below which the log tool
 // sends nothing, and answers {}. Levels are those of RFC 5424, least severe
 // first: debug, info, notice, warning, error, critical, alert, emergency.
@@ -220,6 +225,15 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
+//	task {ms?: int}
+//		After ms milliseconds (default 200), answer "task done MS". Called
+//		as a task, create one that ends so (see tasks.go).
+//	links {}
+//		Answer {"content":[{"type":"resource_link","uri":"fake://NAME/hello",
+//		"name":"hello","mimeType":"text/plain"},{"type":"resource","resource":
+//		{"uri":"fake://NAME/counter","mimeType":"text/plain","text":N}},
+//		{"type":"resource_link","uri":"fake://NAME/echo/linked","name":
+//		"linked"}]}, N the counter.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
 //		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of
