@@ -124,3 +124,30 @@ func TestURIRewriterChangesOnlyTheURIs(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkClientURIs measures what renaming URIs costs a result: none for
+// one without URIs, and for a tool's links to a prefixed server's resources.
+//
+//	go test -run '^$' -bench ClientURIs -benchmem .
+func BenchmarkClientURIs(b *testing.B) {
+	tg := startGateway(b, `{"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b"],"prefix":"bp"}}}`)
+	var srv *backend
+	for _, be := range tg.gw.backendList() {
+		if be.name == "b" {
+			srv = be
+		}
+	}
+	for _, c := range []struct{ name, result string }{
+		{"text", `{"content":[{"type":"text","text":"hello"}]}`},
+		{"links", `{"content":[{"type":"resource_link","uri":"fake://b/hello","name":"hello","mimeType":"text/plain"},{"type":"resource","resource":{"uri":"fake://b/counter","mimeType":"text/plain","text":"0"}},{"type":"resource_link","uri":"fake://b/echo/linked","name":"linked"}]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			result := json.RawMessage(c.result)
+			for b.Loop() {
+				tg.gw.clientURIs(srv, result)
+			}
+		})
+	}
+}
