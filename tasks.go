@@ -157,15 +157,19 @@ func (t *taskTable) sessionTasks(s *session) []*task {
 	return out
 }
 
-// forgetWhere forgets every task for which match reports true.
-func (t *taskTable) forgetWhere(match func(*task) bool) {
+// forgetWhere forgets every task for which match reports true, and
+// returns them.
+func (t *taskTable) forgetWhere(match func(*task) bool) []*task {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var gone []*task
 	for id, tk := range t.byID {
 		if match(tk) {
 			t.drop(id)
+			gone = append(gone, tk)
 		}
 	}
+	return gone
 }
 
 // taskAugmented reports whether a request's params ask for a task.
@@ -336,10 +340,33 @@ func (g *Gateway) forgetServerTasks(b *backend) {
 	g.tasks.forgetWhere(func(tk *task) bool { return tk.key.server == b.name })
 }
 
-// forgetSessionTasks forgets the tasks of session s, which ended. Their
-// servers run them on until their ttl.
+// forgetSessionTasks forgets the tasks of session s, which ended, and asks
+// their servers to cancel them, where they offer tasks/cancel: no one can
+// ask for them any more. (One that has ended already stays as it is.) The
+// servers hear of it on goroutines of the gateway's (g.owned), so it does
+// not block, unless the gateway has stopped.
 func (g *Gateway) forgetSessionTasks(s *session) {
-	g.tasks.forgetWhere(func(tk *task) bool { return tk.s == s })
+	for _, tk := range g.tasks.forgetWhere(func(tk *task) bool { return tk.s == s }) {
+		if !offersTaskCancel(tk.b.capabilities()) {
+			continue
+		}
+		g.owned.goOrRun(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(tk.b.cfg))
+			defer cancel()
+			if err := tk.b.callInto(ctx, "tasks/cancel", setMember(json.RawMessage(`{}`), "taskId", tk.key.id)); err != nil {
+				tk.b.log.Debug("cancelling the task of an ended session", "task", tk.key.id, "err", err)
+			}
+		})
+	}
+}
+
+// offersTaskCancel reports whether a server's capabilities declare
+// tasks.cancel.
+func offersTaskCancel(c capabilities) bool {
+	var t struct {
+		Cancel json.RawMessage `json:"cancel"`
+	}
+	return json.Unmarshal(c["tasks"], &t) == nil && t.Cancel != nil
 }
 
 // mergeTasks adds a server's tasks capability, declared, to caps, what

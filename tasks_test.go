@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,23 +111,39 @@ func TestTasksReachTheirServerUnderGatewayIDsAndOnlyTheirSession(t *testing.T) {
 	}
 }
 
-func TestTasksOfAnEndedSessionAreForgotten(t *testing.T) {
+func TestTasksOfAnEndedSessionAreForgottenAndCancelled(t *testing.T) {
 	t.Parallel()
 	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-capabilities","tools,tasks"]}}}`)
-	p := newStdioPeer(t, tg.gw, `{}`)
-	createTask(t, p, "task", 60000)
-	s := tg.gw.detachedSession()
-	tg.gw.tasks.reserve(s, 1, time.Now())
-	tk := tg.gw.tasks.add(s, tg.gw.backendList()[0], "x", 0, time.Now())
-	tg.gw.endSession(s)
-	if tg.gw.tasks.owned(s, tk.id) != nil {
-		t.Errorf("a task of an ended session is still known")
+	gone, stays := newHTTPPeer(t, tg.url, `{}`), newHTTPPeer(t, tg.url, `{}`)
+	createTask(t, gone, "task", 60000)
+	kept := createTask(t, stays, "task", 60000)
+	req, _ := http.NewRequest("DELETE", tg.url, nil)
+	req.Header.Set("Mcp-Session-Id", gone.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 10*time.Second, "the server to be asked to cancel the ended session's task", func() bool {
+		for _, e := range fakeEvents(t, tg.dir, pid) {
+			if e.Event == "request" && e.Method == "tasks/cancel" {
+				return true
+			}
+		}
+		return false
+	})
+	m, _ := stays.call("tasks/list", `{}`)
+	var list struct{ Tasks []taskState }
+	result(t, m, &list)
+	if diff := cmp.Diff([]taskState{{kept.TaskID, "working"}}, list.Tasks); diff != "" {
+		t.Errorf("the other session's tasks (-want +got):\n%s", diff)
 	}
 	tg.gw.tasks.mu.Lock()
-	n := len(tg.gw.tasks.byID)
+	n, sessions := len(tg.gw.tasks.byID), len(tg.gw.tasks.count)
 	tg.gw.tasks.mu.Unlock()
-	if n != 1 {
-		t.Errorf("%d tasks known after one of two sessions ended, want the other's 1", n)
+	if n != 1 || sessions != 1 {
+		t.Errorf("corral knows %d tasks of %d sessions after one of two sessions ended, want the other's 1", n, sessions)
 	}
 }
 
