@@ -121,7 +121,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(werr.Code, "%s", werr.Message)
 		return
 	}
-	line, _ := encodeRequest(o.out, msg.Method, msg.Params)
+	line, _ := encodeRequest(o.out, msg.Method, g.clientRelatedTask(b, msg.Params))
 	rel.send(line[:len(line)-1])
 }
 

@@ -11,6 +11,7 @@ package main
 // (2026-07-28) request has no session to own one.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -252,27 +253,32 @@ func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send f
 // the rest is the server's bytes.
 func clientTaskID(result json.RawMessage, id string) json.RawMessage {
 	rw := rawEditor{data: result}
-	taskID := func(i int) {
-		rw.object(i, func(key string, vs, ve int) {
-			if key == "taskId" {
-				rw.replace(vs, ve, id)
-			}
-		})
-	}
-	rw.object(skipSpace(result, 0), func(key string, vs, ve int) {
-		switch key {
-		case "taskId":
-			rw.replace(vs, ve, id)
-		case "task":
-			taskID(vs)
-		case "_meta":
-			rw.object(vs, func(key string, ms, _ int) {
-				if key == metaRelatedTask {
-					taskID(ms)
-				}
-			})
+	top := skipSpace(result, 0)
+	for _, path := range [][]string{{"taskId"}, {"task", "taskId"}, {"_meta", metaRelatedTask, "taskId"}} {
+		if start, end, ok := rw.member(top, path...); ok {
+			rw.replace(start, end, id)
 		}
-	})
+	}
+	sort.Slice(rw.edits, func(i, j int) bool { return rw.edits[i].start < rw.edits[j].start })
+	return rw.output()
+}
+
+// clientRelatedTask returns params, those of a request of server b's to a
+// client, with the task its related-task _meta names (as a task's request
+// for input does) under corral's ID for it, if a session owns it.
+func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte(metaRelatedTask)) {
+		return params
+	}
+	rw := rawEditor{data: params}
+	start, end, ok := rw.member(skipSpace(params, 0), "_meta", metaRelatedTask, "taskId")
+	var id string
+	if !ok || json.Unmarshal(params[start:end], &id) != nil {
+		return params
+	}
+	if tk := g.tasks.ofServer(b.name, id); tk != nil && tk.b == b {
+		rw.replace(start, end, tk.id)
+	}
 	return rw.output()
 }
 

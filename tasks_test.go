@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -166,5 +167,21 @@ func TestClientTaskIDChangesOnlyTheTaskIDs(t *testing.T) {
 				t.Errorf("clientTaskID(%s)\n = %s\nwant %s", c.in, got, c.want)
 			}
 		})
+	}
+}
+
+func TestServersRequestsAboutATaskNameItByCorralsID(t *testing.T) {
+	g := &Gateway{tasks: newTaskTable()}
+	a, other := &backend{name: "a"}, &backend{name: "b"}
+	s := makeSession(nil)
+	g.tasks.reserve(s, 1, time.Now())
+	tk := g.tasks.add(s, a, "task-1", 0, time.Now())
+	in := `{"message":"which?","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}`
+	want := strings.Replace(in, "task-1", tk.id, 1)
+	if got := string(g.clientRelatedTask(a, json.RawMessage(in))); got != want {
+		t.Errorf("clientRelatedTask(a, %s)\n = %s\nwant %s", in, got, want)
+	}
+	if got := string(g.clientRelatedTask(other, json.RawMessage(in))); got != in {
+		t.Errorf("clientRelatedTask(b, %s) = %s, want it unchanged: b has no such task", in, got)
 	}
 }

@@ -176,6 +176,21 @@ func (rw *rawEditor) object(i int, f func(key string, vs, ve int)) {
 	}
 }
 
+// member returns the start and end of the value at path, the names of
+// members of nested objects from the object at i; ok is false if there is
+// none.
+func (rw *rawEditor) member(i int, path ...string) (start, end int, ok bool) {
+	if len(path) == 0 {
+		return i, skipValue(rw.data, i), i < len(rw.data)
+	}
+	rw.object(i, func(key string, vs, _ int) {
+		if key == path[0] && !ok {
+			start, end, ok = rw.member(vs, path[1:]...)
+		}
+	})
+	return start, end, ok
+}
+
 // array calls f with the start of each element of the array at i; it does
 // nothing if no array is at i.
 func (rw *rawEditor) array(i int, f func(es int)) {

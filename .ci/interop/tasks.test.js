@@ -21,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const require = createRequire(import.meta.url);
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -139,6 +140,27 @@ test('tasks: the SDK client runs task-augmented calls through corral and collect
     t.after(() => other.close().catch(() => {}));
     assert.deepEqual((await other.experimental.tasks.listTasks()).tasks, []);
     await assert.rejects(other.experimental.tasks.getTask(ids[0]), /unknown task/);
+  });
+});
+
+test('tasks: a task that asks the client for input names itself by the ID the client was given', async (t) => {
+  const { client, proc } = await startCorral(t);
+  await withLog(proc, async () => {
+    const asked = new Client({ name: 'corral-interop-elicit', version: '1.0.0' }, { capabilities: { elicitation: {} } });
+    const requests = [];
+    asked.setRequestHandler(ElicitRequestSchema, (req) => {
+      requests.push(req.params);
+      return { action: 'accept', content: { interpretation: 'snake' } };
+    });
+    await asked.connect(new StreamableHTTPClientTransport(client.transport._url));
+    t.after(() => asked.close().catch(() => {}));
+    await asked.listTools();
+    const seen = await runTask(asked, 'ev__simulate-research-query', { topic: 'python', ambiguous: true });
+    assert.equal(seen[0].type, 'taskCreated', `stream: ${JSON.stringify(seen)}`);
+    assert.equal(seen.at(-1).type, 'result', `stream: ${JSON.stringify(seen)}`);
+    assert.match(seen.at(-1).result.content[0].text, /Clarification\*\*: snake/);
+    assert.equal(requests.length, 1, JSON.stringify(requests));
+    assert.equal(requests[0]._meta?.['io.modelcontextprotocol/related-task']?.taskId, seen[0].task.taskId);
   });
 });
 
