@@ -173,8 +173,12 @@ func (t *taskTable) forgetWhere(match func(*task) bool) []*task {
 	return gone
 }
 
-// taskAugmented reports whether a request's params ask for a task.
+// taskAugmented reports whether a request's params ask for a task. Params
+// that do not hold the text "task" are not scanned.
 func taskAugmented(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"task"`)) {
+		return false
+	}
 	found := false
 	members(params, func(key string, _ []byte) { found = found || key == "task" })
 	return found
