@@ -26,7 +26,7 @@ import (
 // starts backends), then catMu (held while a rebuild reads the backends
 // and tells the sessions), then any of g.mu, a backend's mu, and
 // sessionSet.mu, under which a session's mu is taken. g.mu, a session's
-// mu, subscriptions.mu and parkedExchanges.mu are leaves: each is held
+// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves: each is held
 // only to read or change its own fields, never while another lock is
 // taken, a session is sent a message or a server is called. No lock of the
 // gateway's is taken while a backend's mu is held.
