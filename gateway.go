@@ -19,16 +19,16 @@ import (
 //
 // Gateway holds the wiring (config, backends, catalog, health) and routes
 // over the catalog; each other concern has its own type and lock: the
-// sessions (session.go), their subscriptions (subscriptions.go), and the
-// servers' requests to clients (serverrequests.go).
+// sessions (session.go), their subscriptions (subscriptions.go) and tasks
+// (tasks.go), and the servers' requests to clients (serverrequests.go).
 //
 // Lock order, where locks nest: reloadMu (held while Reload stops and
 // starts backends), then catMu (held while a rebuild reads the backends
 // and tells the sessions), then any of g.mu, a backend's mu, and
 // sessionSet.mu, under which a session's mu is taken. g.mu, a session's
-// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves: each is held
-// only to read or change its own fields, never while another lock is
-// taken, a session is sent a message or a server is called. No lock of the
+// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves:
+// each is held only to read or change its own fields, never while another
+// lock is taken, a session is sent a message or a server is called. No lock of the
 // gateway's is taken while a backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
