@@ -267,22 +267,43 @@ func clientTaskID(result json.RawMessage, id string) json.RawMessage {
 	return rw.output()
 }
 
-// clientRelatedTask returns params, those of a request of server b's to a
-// client, with the task its related-task _meta names (as a task's request
-// for input does) under corral's ID for it, if a session owns it.
-func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.RawMessage {
+// relatedTask returns the task of server b's that the related-task _meta
+// of params names (a server's request to a client about a task has it),
+// and where its ID is in params; nil if none does.
+func (g *Gateway) relatedTask(b *backend, params json.RawMessage) (tk *task, start, end int) {
 	if !bytes.Contains(params, []byte(metaRelatedTask)) {
-		return params
+		return nil, 0, 0
 	}
 	rw := rawEditor{data: params}
 	start, end, ok := rw.member(skipSpace(params, 0), "_meta", metaRelatedTask, "taskId")
 	var id string
 	if !ok || json.Unmarshal(params[start:end], &id) != nil {
+		return nil, 0, 0
+	}
+	if tk = g.tasks.ofServer(b.name, id); tk == nil || tk.b != b {
+		return nil, 0, 0
+	}
+	return tk, start, end
+}
+
+// taskOwner returns the session whose task params, those of a request of
+// server b's to a client, are about, or nil.
+func (g *Gateway) taskOwner(b *backend, params json.RawMessage) *session {
+	if tk, _, _ := g.relatedTask(b, params); tk != nil {
+		return tk.s
+	}
+	return nil
+}
+
+// clientRelatedTask returns params, those of a request of server b's to a
+// client, with the task they are about under corral's ID for it.
+func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.RawMessage {
+	tk, start, end := g.relatedTask(b, params)
+	if tk == nil {
 		return params
 	}
-	if tk := g.tasks.ofServer(b.name, id); tk != nil && tk.b == b {
-		rw.replace(start, end, tk.id)
-	}
+	rw := rawEditor{data: params}
+	rw.replace(start, end, tk.id)
 	return rw.output()
 }
 

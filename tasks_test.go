@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,5 +185,57 @@ func TestServersRequestsAboutATaskNameItByCorralsID(t *testing.T) {
 	}
 	if got := string(g.clientRelatedTask(other, json.RawMessage(in))); got != in {
 		t.Errorf("clientRelatedTask(b, %s) = %s, want it unchanged: b has no such task", in, got)
+	}
+}
+
+func TestATasksRequestForInputReachesItsSessionAmongOthers(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-capabilities","tools,tasks"]}}}`)
+	owner, busy := newHTTPPeer(t, tg.url, fullCaps), newHTTPPeer(t, tg.url, fullCaps)
+	owner.answer = func(method string, _ json.RawMessage) (any, *wireError) {
+		return map[string]any{"action": "accept", "content": map[string]string{"name": "ann"}}, nil
+	}
+	var mu sync.Mutex
+	var wrong []string // what the other session was asked
+	busy.answer = func(method string, params json.RawMessage) (any, *wireError) {
+		mu.Lock()
+		defer mu.Unlock()
+		wrong = append(wrong, method+" "+string(params))
+		return nil, &wireError{Code: codeInternalError, Message: "not mine"}
+	}
+	// The other session has a call in flight to the server all along.
+	release := t.TempDir() + "/release"
+	busyDone := make(chan *wireMsg, 1)
+	go func() {
+		m, _ := busy.call("tools/call", fmt.Sprintf(`{"name":"wait","arguments":{"file":%q}}`, release))
+		busyDone <- m
+	}()
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 10*time.Second, "the other session's call to reach the server", func() bool {
+		for _, e := range fakeEvents(t, tg.dir, pid) {
+			if e.Tool == "wait" {
+				return true
+			}
+		}
+		return false
+	})
+
+	m, _ := owner.call("tools/call", `{"name":"task","arguments":{"ms":10,"elicit":true},"task":{}}`)
+	var r struct{ Task taskState }
+	result(t, m, &r)
+	m, _ = owner.call("tasks/result", fmt.Sprintf(`{"taskId":%q}`, r.Task.TaskID))
+	if got, want := text(t, m), `task done 10; elicited: {"action":"accept","content":{"name":"ann"}}`; got != want {
+		t.Errorf("the task's result = %q, want %q: its question reached its own session", got, want)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-busyDone; text(t, m) != "released" {
+		t.Errorf("the other session's call = %s", m.Result)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(wrong) > 0 {
+		t.Errorf("the other session was asked %q", wrong)
 	}
 }

@@ -225,9 +225,10 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
-//	task {ms?: int}
+//	task {ms?: int, elicit?: bool}
 //		After ms milliseconds (default 200), answer "task done MS". Called
-//		as a task, create one that ends so (see tasks.go).
+//		as a task, create one that ends so, asking the client first with
+//		elicit (see tasks.go).
 //	links {}
 //		Answer {"content":[{"type":"resource_link","uri":"fake://NAME/hello",
 //		"name":"hello","mimeType":"text/plain"},{"type":"resource","resource":

@@ -17,7 +17,12 @@ import (
 // (default 200) with the text "task done MS", unless tasks/cancel cancels
 // it first, and a notifications/tasks/status with the task goes to the
 // client at each change of status. Task IDs are "task-1", "task-2", ...
-// in the order created, so two servers' IDs collide. tasks/get, tasks/list
+// in the order created, so two servers' IDs collide. Called with
+// "elicit": true, the task first moves to input_required and, once the
+// client asks for its result (tasks/result), sends it elicitation/create
+// with the related-task _meta, as the specification's input_required flow
+// has it; its text then ends with "; elicited: RESULT" (or "; elicitation
+// failed: WHY"). tasks/get, tasks/list
 // and tasks/cancel answer the task(s); tasks/result waits for the task to
 // end and answers its result, with the related-task _meta. A task-augmented
 // call of any other tool gets -32601, as the specification says of a tool
@@ -54,6 +59,10 @@ type fakeTask struct {
 	result toolResult
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the task ends
+	// asked is closed by the first tasks/result for the task: an eliciting
+	// task waits for it before it asks the client.
+	asked     chan struct{}
+	askedOnce sync.Once
 }
 
 // taskStore holds the server's tasks. Its zero value is empty and ready.
@@ -89,7 +98,8 @@ func (s *server) createTask(c *call, tc *toolCall) {
 		return
 	}
 	var a struct {
-		MS int `json:"ms"`
+		MS     int  `json:"ms"`
+		Elicit bool `json:"elicit"`
 	}
 	if !decodeArgs(c, tc.Arguments, &a) || !nonNegative(c, "ms", a.MS) {
 		return
@@ -100,7 +110,7 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &fakeTask{cancel: cancel, done: make(chan struct{})}
+	t := &fakeTask{cancel: cancel, done: make(chan struct{}), asked: make(chan struct{})}
 	st := &s.tasks
 	st.mu.Lock()
 	if st.tasks == nil {
@@ -113,15 +123,56 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	state := t.state
 	st.mu.Unlock()
 	c.reply(map[string]any{"task": state})
-	go s.runTask(ctx, t, ms)
+	go s.runTask(ctx, t, ms, a.Elicit)
 }
 
-// runTask completes t after ms, unless ctx ends first.
-func (s *server) runTask(ctx context.Context, t *fakeTask, ms int) {
+// runTask completes t after ms, unless ctx ends first; with elicit, it
+// asks the client first (see the top of the file).
+func (s *server) runTask(ctx context.Context, t *fakeTask, ms int, elicit bool) {
+	text := fmt.Sprintf("task done %d", ms)
+	if elicit {
+		s.taskStatus(t, "input_required")
+		select {
+		case <-t.asked:
+		case <-ctx.Done():
+			return
+		}
+		params := map[string]any{
+			"message":         "which?",
+			"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{"name": map[string]string{"type": "string"}}},
+			"_meta":           map[string]any{relatedTaskKey: map[string]string{"taskId": t.state.TaskID}},
+		}
+		result, failure, ok := s.ask(&call{s: s, ctx: ctx}, "elicitation/create", params)
+		switch {
+		case !ok:
+			return
+		case failure != "":
+			text += "; elicitation failed: " + failure
+		default:
+			text += "; elicited: " + string(compact(result))
+		}
+		s.taskStatus(t, "working")
+	}
 	if !sleepCtx(ctx, ms) {
 		return // cancelled: cancelTask ended it
 	}
-	s.endTask(t, "completed", toolResult{Content: []content{{Type: "text", Text: fmt.Sprintf("task done %d", ms)}}})
+	s.endTask(t, "completed", toolResult{Content: []content{{Type: "text", Text: text}}})
+}
+
+// taskStatus moves t, while it has not ended, to status, a status that is
+// not an end, and tells the client.
+func (s *server) taskStatus(t *fakeTask, status string) {
+	st := &s.tasks
+	st.mu.Lock()
+	if t.state.Status != "working" && t.state.Status != "input_required" {
+		st.mu.Unlock()
+		return
+	}
+	t.state.Status = status
+	t.state.LastUpdatedAt = time.Now().UTC().Format(time.RFC3339Nano)
+	state := t.state
+	st.mu.Unlock()
+	s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
 }
 
 // endTask moves t to status, with result, unless it has ended already, and
@@ -129,7 +180,7 @@ func (s *server) runTask(ctx context.Context, t *fakeTask, ms int) {
 func (s *server) endTask(t *fakeTask, status string, result toolResult) bool {
 	st := &s.tasks
 	st.mu.Lock()
-	if t.state.Status != "working" {
+	if t.state.Status != "working" && t.state.Status != "input_required" {
 		st.mu.Unlock()
 		return false
 	}
@@ -178,6 +229,7 @@ func (s *server) taskRequest(c *call, method string, params json.RawMessage) {
 		}
 		c.reply(s.taskSnapshot(t))
 	case "tasks/result":
+		t.askedOnce.Do(func() { close(t.asked) })
 		select {
 		case <-t.done:
 		case <-c.ctx.Done():
