@@ -239,3 +239,31 @@ func TestATasksRequestForInputReachesItsSessionAmongOthers(t *testing.T) {
 		t.Errorf("the other session was asked %q", wrong)
 	}
 }
+
+func TestTaskTableMakesRoomAsTasksExpire(t *testing.T) {
+	tt := newTaskTable()
+	b := &backend{name: "a"}
+	s := makeSession(nil)
+	now := time.Now()
+	if werr := tt.reserve(s, 2, now); werr != nil {
+		t.Fatal(werr)
+	}
+	tt.add(s, b, "short", time.Second, now)
+	if werr := tt.reserve(s, 2, now); werr != nil {
+		t.Fatal(werr)
+	}
+	tt.add(s, b, "forever", 0, now)
+	if werr := tt.reserve(s, 2, now); werr == nil || !strings.Contains(werr.Message, "maxTasksPerSession") {
+		t.Fatalf("a third task of 2 = %v, want an error naming maxTasksPerSession", werr)
+	}
+	if werr := tt.reserve(s, 2, now.Add(2*time.Second)); werr != nil {
+		t.Fatalf("once a task's ttl has passed, reserve = %v, want room", werr)
+	}
+	if tt.ofServer("a", "short") != nil || tt.ofServer("a", "forever") == nil {
+		t.Errorf("the expired task is still known, or the other one is not")
+	}
+	tt.release(s)
+	if n := tt.count[s]; n != 1 {
+		t.Errorf("after a reservation was released, %d tasks counted, want 1", n)
+	}
+}
