@@ -163,6 +163,9 @@ func (rw *rawEditor) object(i int, f func(key string, vs, ve int)) {
 	}
 	for i = skipSpace(data, i+1); i < len(data) && data[i] == '"'; {
 		end := skipString(data, i)
+		if end-1 <= i {
+			return // cut short
+		}
 		key := string(data[i+1 : end-1])
 		i = skipSpace(data, end)
 		vs := skipSpace(data, i+1) // past ':'

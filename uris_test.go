@@ -151,3 +151,26 @@ func BenchmarkClientURIs(b *testing.B) {
 		})
 	}
 }
+
+// FuzzURIRewriter checks that renaming URIs never fails on any input, and
+// keeps valid JSON valid.
+func FuzzURIRewriter(f *testing.F) {
+	for _, seed := range []string{
+		`{"contents":[{"uri":"fake://a"}]}`,
+		`{"content":[{"type":"resource","resource":{"uri":"fake://e"}},{"type":"resource_link","uri":"fake://l"}]}`,
+		`{"messages":[{"content":{"uri":"fake://m"}}]}`,
+		`{"`, `{"content":[{"uri":"fake`, `{"content":{"uri":1}}`, `[]`, ``,
+		`{"task":{"taskId":"t"},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		rw := uriRewriter{rawEditor{data: []byte(in)}, func(uri string) string { return "p+" + uri }}
+		rw.result()
+		out := rw.output()
+		ids := clientTaskID([]byte(in), "C")
+		if json.Valid([]byte(in)) && (!json.Valid(out) || !json.Valid(ids)) {
+			t.Errorf("valid %s became %s / %s", in, out, ids)
+		}
+	})
+}
