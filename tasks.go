@@ -193,21 +193,12 @@ func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *b
 		return errorReply(in.msg.ID, werr)
 	}
 	r := g.forward(ctx, s, in, b, params, token, send)
-	var res struct {
-		Task *struct {
-			TaskID string `json:"taskId"`
-			TTL    *int64 `json:"ttl"`
-		} `json:"task"`
-	}
-	if r == nil || r.result == nil || json.Unmarshal(r.result, &res) != nil || res.Task == nil || res.Task.TaskID == "" {
+	id, ttl := createdTask(r)
+	if id == "" {
 		g.tasks.release(s)
 		return r
 	}
-	var ttl time.Duration
-	if res.Task.TTL != nil {
-		ttl = time.Duration(*res.Task.TTL) * time.Millisecond
-	}
-	tk := g.tasks.add(s, b, res.Task.TaskID, ttl, time.Now())
+	tk := g.tasks.add(s, b, id, ttl, time.Now())
 	s.mu.Lock()
 	ended := s.ended
 	s.mu.Unlock()
@@ -218,6 +209,27 @@ func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *b
 	}
 	r.result = clientTaskID(r.result, tk.id)
 	return r
+}
+
+// createdTask returns the server's ID and the ttl of the task r, the
+// answer to a task-augmented request, says the server created; "" if it
+// says none (an error, or the result of a server that does not offer
+// tasks). The result is not decoded but for those two values.
+func createdTask(r *reply) (id string, ttl time.Duration) {
+	if r == nil || r.result == nil {
+		return "", 0
+	}
+	rw := rawEditor{data: r.result}
+	top := skipSpace(r.result, 0)
+	start, end, ok := rw.member(top, "task", "taskId")
+	if !ok || json.Unmarshal(r.result[start:end], &id) != nil {
+		return "", 0
+	}
+	var ms int64
+	if start, end, ok := rw.member(top, "task", "ttl"); ok && json.Unmarshal(r.result[start:end], &ms) == nil && ms > 0 {
+		ttl = time.Duration(ms) * time.Millisecond
+	}
+	return id, ttl
 }
 
 // serveTask serves tasks/get, tasks/result and tasks/cancel: it forwards
