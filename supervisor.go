@@ -39,14 +39,13 @@ type backendEvents interface {
 	// serverRequest serves a request of the server to a client, on m's
 	// reading goroutine; it must not block.
 	serverRequest(b *backend, m *mux, msg *wireMsg)
-	// serverLog, resourceUpdated and serverCancelled pass on the server's
-	// notifications/message, notifications/resources/updated and
-	// notifications/cancelled, on m's reading goroutine.
+	// serverLog, resourceUpdated, serverCancelled and taskStatus pass on
+	// the server's notifications/message, notifications/resources/updated,
+	// notifications/cancelled and notifications/tasks/status, on m's
+	// reading goroutine.
 	serverLog(b *backend, params json.RawMessage)
 	resourceUpdated(b *backend, params json.RawMessage)
 	serverCancelled(m *mux, params json.RawMessage)
-	// taskStatus passes on the server's notifications/tasks/status, on m's
-	// reading goroutine.
 	taskStatus(b *backend, params json.RawMessage)
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
