@@ -118,6 +118,11 @@ type Config struct {
 	// session ends. If zero, 64 and 256.
 	MaxServerRequestsPerSession int `json:"maxServerRequestsPerSession"`
 	MaxServerRequests           int `json:"maxServerRequests"`
+	// MaxTasksPerSession bounds the tasks (MCP 2025-11-25) one session has
+	// created through corral and corral remembers; past it, a task-augmented
+	// request gets an error. A task is forgotten when its ttl ends, its
+	// server restarts or its session ends. If zero, 100.
+	MaxTasksPerSession int `json:"maxTasksPerSession"`
 	// MaxStderrLinesPerSecond and MaxStderrBytesPerSecond bound how much of
 	// one server's stderr corral copies into its own log: on average, with
 	// bursts of up to one second's worth. Past either, lines are left out of
@@ -337,6 +342,7 @@ const (
 const (
 	defaultMaxServerRequestsPerSession = 64
 	defaultMaxServerRequests           = 256
+	defaultMaxTasksPerSession          = 100
 )
 
 // firstSet returns the first of values that is not the zero value, or the
@@ -487,6 +493,7 @@ func (c *Config) applyDefaults() {
 	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
 	c.MaxServerRequestsPerSession = firstSet(c.MaxServerRequestsPerSession, defaultMaxServerRequestsPerSession)
+	c.MaxTasksPerSession = firstSet(c.MaxTasksPerSession, defaultMaxTasksPerSession)
 	c.MaxServerRequests = firstSet(c.MaxServerRequests, defaultMaxServerRequests)
 	c.MaxStderrLinesPerSecond = firstSet(c.MaxStderrLinesPerSecond, defaultMaxStderrLines)
 	c.MaxStderrBytesPerSecond = firstSet(c.MaxStderrBytesPerSecond, defaultMaxStderrBytes)

@@ -121,6 +121,7 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxCatalogBytes": 4096,
 		"maxServerRequestsPerSession": 2,
 		"maxServerRequests": 9,
+		"maxTasksPerSession": 11,
 		"maxStderrLinesPerSecond": 20,
 		"maxStderrBytesPerSecond": 8192,
 		"authTokenEnv": "TOKEN",
@@ -155,6 +156,7 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 
 		MaxServerRequestsPerSession: 2,
 		MaxServerRequests:           9,
+		MaxTasksPerSession:          11,
 	}
 	got := *c
 	got.MCPServers, got.file = nil, ""

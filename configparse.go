@@ -420,6 +420,7 @@ func (p *parser) validate(c *Config) {
 		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
 		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
 		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
+		{"maxTasksPerSession", int64(c.MaxTasksPerSession), defaultMaxTasksPerSession},
 		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
 		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}

@@ -19,16 +19,16 @@ import (
 //
 // Gateway holds the wiring (config, backends, catalog, health) and routes
 // over the catalog; each other concern has its own type and lock: the
-// sessions (session.go), their subscriptions (subscriptions.go), and the
-// servers' requests to clients (serverrequests.go).
+// sessions (session.go), their subscriptions (subscriptions.go) and tasks
+// (tasks.go), and the servers' requests to clients (serverrequests.go).
 //
 // Lock order, where locks nest: reloadMu (held while Reload stops and
 // starts backends), then catMu (held while a rebuild reads the backends
 // and tells the sessions), then any of g.mu, a backend's mu, and
 // sessionSet.mu, under which a session's mu is taken. g.mu, a session's
-// mu, subscriptions.mu and parkedExchanges.mu are leaves: each is held
-// only to read or change its own fields, never while another lock is
-// taken, a session is sent a message or a server is called. No lock of the
+// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves:
+// each is held only to read or change its own fields, never while another
+// lock is taken, a session is sent a message or a server is called. No lock of the
 // gateway's is taken while a backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
@@ -69,6 +69,7 @@ type Gateway struct {
 	sessions *sessionSet      // the sessions that hear of changes
 	subs     *subscriptions   // the sessions' subscriptions to resources
 	parked   *parkedExchanges // modern clients' calls waiting for their input
+	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
@@ -84,7 +85,7 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
 		instance: newInstanceID(), reaper: reaper}
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
@@ -524,7 +525,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, answer.Result, cacheable(msg.Method))
+		r = in.rules.result(msg.ID, g.clientURIs(b, answer.Result), cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.metrics.observe(outcome, time.Since(start))
@@ -535,6 +536,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
+	g.forgetServerTasks(b)
 	b.setLogLevel(g.wantedLogLevel())
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions

@@ -39,12 +39,14 @@ type backendEvents interface {
 	// serverRequest serves a request of the server to a client, on m's
 	// reading goroutine; it must not block.
 	serverRequest(b *backend, m *mux, msg *wireMsg)
-	// serverLog, resourceUpdated and serverCancelled pass on the server's
-	// notifications/message, notifications/resources/updated and
-	// notifications/cancelled, on m's reading goroutine.
+	// serverLog, resourceUpdated, serverCancelled and taskStatus pass on
+	// the server's notifications/message, notifications/resources/updated,
+	// notifications/cancelled and notifications/tasks/status, on m's
+	// reading goroutine.
 	serverLog(b *backend, params json.RawMessage)
 	resourceUpdated(b *backend, params json.RawMessage)
 	serverCancelled(m *mux, params json.RawMessage)
+	taskStatus(b *backend, params json.RawMessage)
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
 	subscribedURIs(server string) []string
@@ -548,6 +550,8 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
 		b.gw.resourceUpdated(b, msg.Params)
+	case "notifications/tasks/status":
+		b.gw.taskStatus(b, msg.Params)
 	case "notifications/cancelled":
 		b.mu.Lock()
 		m := b.mux

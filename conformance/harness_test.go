@@ -92,7 +92,7 @@ var optionalProtocols = []string{"2026-07-28"}
 // unsupportedFeatures are the features an adapter may list in unsupported:
 // what a gateway may leave out by design. A case about a feature the adapter
 // lists is skipped.
-var unsupportedFeatures = []string{"resources", "prompts"}
+var unsupportedFeatures = []string{"resources", "prompts", "tasks"}
 
 // The suite's shared state, set up once by TestMain.
 var (

@@ -42,9 +42,9 @@
 //		unless it is set. Padding tools cannot be called.
 //	-capabilities LIST
 //		Declare only the server capabilities in the comma-separated LIST, a
-//		subset of tools, resources, prompts, completions and logging
-//		(default all five). Requests of an undeclared capability get error
-//		-32601.
+//		subset of tools, resources, prompts, completions, logging and tasks
+//		(default all but tasks). Requests of an undeclared capability get
+//		error -32601.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -144,6 +144,11 @@
 // {"completion":{"values":[...],"total":N,"hasMore":false}} with the choices
 // that start with value. Other refs and arguments get error -32602.
 //
+// tasks (MCP 2025-11-25; only with -capabilities naming it): declared as
+// {"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}. A tools/call of
+// the task tool with a "task" member in its params creates a task: see
+// tasks.go. A task-augmented call of another tool gets error -32601.
+//
 // logging: logging/setLevel {level} sets the level below which the log tool
 // sends nothing, and answers {}. Levels are those of RFC 5424, least severe
 // first: debug, info, notice, warning, error, critical, alert, emergency.
@@ -220,6 +225,16 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
+//	task {ms?: int, elicit?: bool}
+//		After ms milliseconds (default 200), answer "task done MS". Called
+//		as a task, create one that ends so, asking the client first with
+//		elicit (see tasks.go).
+//	links {}
+//		Answer {"content":[{"type":"resource_link","uri":"fake://NAME/hello",
+//		"name":"hello","mimeType":"text/plain"},{"type":"resource","resource":
+//		{"uri":"fake://NAME/counter","mimeType":"text/plain","text":N}},
+//		{"type":"resource_link","uri":"fake://NAME/echo/linked","name":
+//		"linked"}]}, N the counter.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
 //		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of
@@ -413,7 +428,11 @@ const (
 )
 
 // capabilityNames are the server capabilities -capabilities may name.
-var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging"}
+var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging", "tasks"}
+
+// defaultCapabilities are the capabilities declared without -capabilities:
+// all but tasks.
+var defaultCapabilities = capabilityNames[:5]
 
 // options holds the command-line flags.
 type options struct {
@@ -458,7 +477,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
-	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
+	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
@@ -556,6 +575,8 @@ type server struct {
 	states     map[string]string      // tool names, by requestState issued
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
+
+	tasks taskStore // tasks created by task-augmented calls (tasks.go)
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {

@@ -100,6 +100,11 @@ func (s *server) addTools() {
 		"message": {"string", `Message to show the user (default "name?").`},
 	}, s.elicit)
 	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
+	add("task", `Answers "task done MS" after MS; called as a task (with -capabilities ...,tasks), creates one that ends so.`, map[string]property{
+		"ms":     integer("Milliseconds until done (default 200)."),
+		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
+	}, s.taskTool)
+	add("links", "Answers a resource_link and an embedded resource of its own resources.", nil, s.links)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),
 		"answers": integer("Answers to wait for (default count)."),
