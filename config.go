@@ -158,7 +158,8 @@ type ServerConfig struct {
 
 	// Type is how a remote server is reached: "http" (Streamable HTTP) or
 	// "sse" (the HTTP+SSE transport of 2024-11-05). If empty, "http". The
-	// config's "stdio", and "streamable-http", are kept as "" and "http".
+	// parser sets it for every remote server ("streamable-http" is "http"),
+	// and leaves it empty for a local one ("stdio").
 	Type string `json:"type,omitempty"`
 
 	// Headers are sent with every request to a remote server.

@@ -580,7 +580,7 @@ func TestParseConfigRemoteServerTypes(t *testing.T) {
 		"streamable": {"type": "streamable-http", "url": "https://example.com/mcp"},
 		"sse": {"type": "sse", "url": "https://example.com/sse", "headers": {"Authorization": "Bearer t"}}
 	}}`, nil)
-	want := map[string]string{"local": "", "plain": "", "http": "http", "streamable": "http", "sse": "sse"}
+	want := map[string]string{"local": "", "plain": "http", "http": "http", "streamable": "http", "sse": "sse"}
 	for name, typ := range want {
 		if got := c.MCPServers[name].Type; got != typ {
 			t.Errorf("server %s: Type = %q, want %q", name, got, typ)

@@ -224,6 +224,9 @@ func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
 // one's settings.
 func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) {
 	name := s.name
+	if s.Type == "" {
+		s.Type = "http" // a url without a type
+	}
 	p.expand(s, "url", &s.URL)
 	u, err := url.Parse(s.URL)
 	switch {
