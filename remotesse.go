@@ -75,6 +75,21 @@ func (c *sseConn) WriteMessage(msg []byte) error {
 	if len(bytes.TrimSpace(msg)) == 0 {
 		return nil
 	}
+	select {
+	case <-c.endpoint:
+	default:
+		if err := c.awaitEndpoint(); err != nil {
+			return err
+		}
+	}
+	c.postMessage(msg)
+	return nil
+}
+
+// awaitEndpoint opens the event stream, once, and waits until it has named
+// the endpoint, or the connection is over; it ends the connection if the
+// stream names none within endpointWait.
+func (c *sseConn) awaitEndpoint() error {
 	c.openOnce.Do(c.open)
 	wait := c.endpointWait
 	if wait == 0 {
@@ -84,15 +99,13 @@ func (c *sseConn) WriteMessage(msg []byte) error {
 	defer t.Stop()
 	select {
 	case <-c.endpoint:
+		return nil
 	case <-c.rc.done:
-		return c.rc.Err()
 	case <-t.C:
 		c.rc.fail(fmt.Errorf("server %q (%s): its event stream named no endpoint to post messages to within %s; is it an HTTP+SSE server (type \"sse\")? A Streamable HTTP server's type is \"http\"",
 			c.rc.name, c.rc.shown, wait))
-		return c.rc.Err()
 	}
-	c.postMessage(msg)
-	return nil
+	return c.rc.Err()
 }
 
 // ReadMessage returns the server's next message, as remoteConn's does.
@@ -157,7 +170,11 @@ func (c *sseConn) readStream() error {
 		if s := strings.TrimSpace(strings.ToValidUTF8(string(body[:min(len(body), 200)]), "")); s != "" {
 			what += ": " + s
 		}
-		return fmt.Errorf("%s", what)
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+			what += `; if it is a Streamable HTTP server, its type is "http"`
+		}
+		return errors.New(what)
 	case mediaType(resp.Header.Get("Content-Type")) != "text/event-stream":
 		return fmt.Errorf("its event stream answered with Content-Type %q, not text/event-stream; is it a Streamable HTTP server (type \"http\")?",
 			resp.Header.Get("Content-Type"))

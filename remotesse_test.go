@@ -110,6 +110,16 @@ func TestSSERemoteServerIsServedLikeAnyOther(t *testing.T) {
 	}
 }
 
+func TestSSEServerThatIsStreamableHTTPSaysWhichTypeItHas(t *testing.T) {
+	t.Parallel()
+	url, _ := startRemoteFake(t, stateDir(t), "-http", "127.0.0.1:0")
+	tg := startGateway(t, `{"restartDelay":"10s","mcpServers":{"wrong":{"type":"sse","url":"`+url+`"}}}`)
+	h := backendNamed(t, tg, "wrong").health()
+	if h.State == stateReady || !strings.Contains(h.Error, url) || !strings.Contains(h.Error, `its type is "http"`) {
+		t.Errorf("a Streamable HTTP server configured as sse: %+v, want not ready, naming its URL and the type to give", h)
+	}
+}
+
 func TestRemoteServerThatGoesAwayAndComesBackIsReconnected(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sse", "http"} {
