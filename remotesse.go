@@ -75,6 +75,9 @@ func (c *sseConn) WriteMessage(msg []byte) error {
 	if len(bytes.TrimSpace(msg)) == 0 {
 		return nil
 	}
+	if err := c.rc.Err(); err != nil {
+		return err
+	}
 	select {
 	case <-c.endpoint:
 	default:

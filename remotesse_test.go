@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -457,5 +458,47 @@ func TestSSEConnWithoutAnEndpointEventEndsClearly(t *testing.T) {
 	defer c.Close()
 	if err := c.WriteMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); err == nil || !strings.Contains(err.Error(), "no endpoint") {
 		t.Errorf("WriteMessage with no endpoint event = %v, want an error saying so", err)
+	}
+}
+
+// Not parallel: it counts every goroutine of remote.go and remotesse.go in
+// the process.
+func TestSSEConnCloseAbortsTheStreamAndThePostAndLeavesNoGoroutine(t *testing.T) {
+	posted := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: endpoint\ndata: /messages\n\n")
+			w.(http.Flusher).Flush()
+		} else {
+			io.ReadAll(r.Body) // so that the server sees the client go
+			close(posted)
+		}
+		<-r.Context().Done() // neither the stream nor the POST ends on its own
+	}))
+	defer srv.Close()
+	c := newSSEConn(dialRemote("old", srv.URL+"/sse", nil, nil, testLogger(t)))
+	written := make(chan error, 1)
+	go func() { written <- c.WriteMessage([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)) }()
+	within(t, posted, "the server to receive the POST")
+	if err := c.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	within(t, written, "WriteMessage to return after Close")
+	if err := c.WriteMessage([]byte(`{"jsonrpc":"2.0","method":"ping","id":1}`)); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("WriteMessage after Close = %v, want the connection's error", err)
+	}
+	if _, err := c.ReadMessage(); err != io.EOF {
+		t.Errorf("ReadMessage after Close = %v, want io.EOF", err)
+	}
+	left := remoteGoroutines()
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "main.(*sseConn)") {
+			left = append(left, g)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("%d goroutines of the connection are left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
 	}
 }
