@@ -157,8 +157,15 @@ type ServerConfig struct {
 	Command string `json:"command,omitempty"`
 
 	// URL, instead of a command, names a remote server reached over
-	// Streamable HTTP.
+	// Streamable HTTP, or over the HTTP+SSE transport of 2024-11-05 if Type
+	// is "sse": then URL is the server's event stream.
 	URL string `json:"url,omitempty"`
+
+	// Type is how a remote server is reached: "http" (Streamable HTTP) or
+	// "sse" (the HTTP+SSE transport of 2024-11-05). If empty, "http". The
+	// parser sets it for every remote server ("streamable-http" is "http"),
+	// and leaves it empty for a local one ("stdio").
+	Type string `json:"type,omitempty"`
 
 	// Headers are sent with every request to a remote server.
 	Headers map[string]string `json:"headers,omitempty"`

@@ -163,7 +163,7 @@ func (p *parser) serverEntries(key string, data json.RawMessage) (map[string]jso
 var foreignServerKeys = []string{"alwaysAllow", "autoApprove", "description", "dev", "timeout"}
 
 // remoteServerTypes are the values of a server entry's "type" key that name a
-// remote (HTTP) server, which corral cannot run yet.
+// remote (HTTP) server.
 var remoteServerTypes = []string{"http", "sse", "streamable-http"}
 
 // parseServer parses and validates the entry of the server with the given
@@ -211,6 +211,7 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
 	delete(fields, "url") // checked below, with "type"
 	fields["url"] = &s.URL
+	delete(fields, "type") // checkServerType's
 	for _, key := range slices.Sorted(maps.Keys(entry)) {
 		switch {
 		case fields[key] != nil:
@@ -250,14 +251,18 @@ func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
 	switch err := json.Unmarshal(raw, &typ); {
 	case err != nil:
 		p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
-	case typ == "sse":
-		p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
 	case typ == "stdio" && s.URL != "":
-		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
+		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http" (or "sse" for the HTTP+SSE transport of 2024-11-05)`)
+	case typ == "sse" && s.URL == "":
+		p.errorf(name, "url", `required for type "sse" (the server's event stream, e.g. "https://example.com/sse")`)
 	case slices.Contains(remoteServerTypes, typ) && s.URL == "":
 		p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
 	case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
-		p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
+		p.errorf(name, "type", `unknown server type %q; write "stdio", "http" or "sse", or remove the key`, typ)
+	case typ == "sse":
+		s.Type = "sse"
+	case typ != "stdio":
+		s.Type = "http"
 	}
 }
 
@@ -266,6 +271,9 @@ func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
 // one's settings.
 func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) {
 	name := s.name
+	if s.Type == "" {
+		s.Type = "http" // a url without a type
+	}
 	p.expand(s, "url", &s.URL)
 	u, err := url.Parse(s.URL)
 	switch {

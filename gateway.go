@@ -204,6 +204,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 func fingerprint(cfg *Config, s *ServerConfig) string {
 	b, _ := json.Marshal(struct {
 		Command, Cwd, Prefix, URL string
+		Type                      string
 		Args                      []string
 		Env, Headers              map[string]string
 		Tools                     *ToolFilter
@@ -211,7 +212,7 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Sup                       Supervision
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
 	return string(b)
 }
 

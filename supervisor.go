@@ -76,7 +76,7 @@ type backend struct {
 	stopping     bool
 	stopWhy      string // what calls cut off by stop are told, after the server's name
 	proc         *process
-	remote       *remoteConn // for a remote server, instead of proc
+	remote       remoteLink // for a remote server, instead of proc
 	mux          *mux
 	logLevel     string // the level last asked of the running process
 	instructions string // what the server told clients in its handshake
@@ -280,8 +280,7 @@ func (b *backend) startChild(m *mux) (link, error) {
 // run whose mux is m, and records both. The caller holds startMu. The
 // connection is over when the session expired, or a ping failed.
 func (b *backend) dial(m *mux) (link, error) {
-	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
-	rc.maxLine, rc.closeGrace = int(b.gcfg.MaxLineBytes), b.gcfg.StopGrace.D()
+	rc := dialLink(b.cfg, b.gcfg, b.httpClient(), b.log)
 	b.mu.Lock()
 	b.remote, b.mux, b.logLevel = rc, m, ""
 	b.mu.Unlock()

@@ -154,11 +154,15 @@ func loadAdapter(path string) (*Adapter, error) {
 	return &a, nil
 }
 
-// serverSpec is one fake server a case asks the gateway to run.
+// serverSpec is one fake server a case asks the gateway to run, or, with
+// url, one the case runs itself that the gateway reaches by URL (setting
+// "remote").
 type serverSpec struct {
 	Name   string
 	flags  []string // fakeserver flags beyond the suite's own
 	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
+	url    string   // a remote server's URL; "" for one the gateway runs
+	typ    string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
 }
 
 // templateServer is a server as config templates see it.
@@ -168,6 +172,8 @@ type templateServer struct {
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
 	Prefix      string // the prefix the gateway is to give its names; "" for none
+	URL         string // a remote server's URL (setting "remote"); then Command and Args are empty
+	Type        string // a remote server's transport: "http" or "sse"
 }
 
 // templateData is what adapter templates see.
@@ -317,6 +323,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.prefix != "" && !adapter.has("prefix") {
 			skip(t, "the adapter has no prefix setting")
 		}
+		if s.url != "" && !adapter.has("remote") {
+			skip(t, "the adapter has no remote setting (a server named by URL)")
+		}
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -326,6 +335,10 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	caseDir := t.TempDir()
 	data := templateData{Dir: adapter.dir, CaseDir: caseDir, ConfigPath: filepath.Join(caseDir, "config.json"), StateDir: g.stateDir, Port: port}
 	for _, s := range servers {
+		if s.url != "" {
+			data.Servers = append(data.Servers, templateServer{Name: s.Name, URL: s.url, Type: s.typ, Prefix: s.prefix})
+			continue
+		}
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
 			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})

@@ -84,6 +84,14 @@
 //		until its lifetime ends or a signal ends it.
 //	-ready-fd N
 //		Internal: close file descriptor N once the state file is written.
+//	-http ADDR
+//		Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio
+//		(see HTTP, in http.go).
+//	-sse ADDR
+//		Serve MCP over the HTTP+SSE transport of 2024-11-05 instead of
+//		stdio: the event stream at http://ADDR/sse (see HTTP, in http.go).
+//	-no-content-type
+//		With -http, answer POSTs with a JSON body but no Content-Type.
 //
 // SIGTERM (unless -ignore-sigterm) and SIGINT end the process with code 0.
 // SIGHUP is recorded and otherwise ignored. Every role handles signals alike.
@@ -397,8 +405,8 @@
 //	{"time":T,"event":"exit","code":0,"reason":"stdin closed"}
 //		The process is about to exit deliberately. reason is one of
 //		"stdin closed", "lifetime", "signal terminated", "signal interrupt",
-//		"crash tool", "crash-at-start", "crash-in-initialize", "crash-after"
-//		and "daemonized".
+//		"crash tool", "crash-at-start", "crash-in-initialize", "crash-after",
+//		"daemonized" and "listen failed" (-http or -sse).
 //
 // Fields of other names may be added; readers should ignore them.
 package main
@@ -460,6 +468,9 @@ type options struct {
 	grandchildIgnoresSigterm bool
 	role                     string
 	readyFD                  int
+	httpAddr                 string // -http
+	sseAddr                  string // -sse
+	noContentType            bool
 }
 
 // parseFlags parses the command-line arguments args, not including the
@@ -492,6 +503,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
 	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
 	fs.IntVar(&o.readyFD, "ready-fd", 0, "internal: close file descriptor `fd` once the state file is written")
+	fs.StringVar(&o.httpAddr, "http", "", "serve Streamable HTTP at `addr` (host:port) instead of stdio")
+	fs.StringVar(&o.sseAddr, "sse", "", "serve the HTTP+SSE transport of 2024-11-05 at `addr` (host:port) instead of stdio")
+	fs.BoolVar(&o.noContentType, "no-content-type", false, "with -http, answer POSTs without a Content-Type")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -507,6 +521,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
 		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
+	case o.httpAddr != "" && o.sseAddr != "":
+		err = fmt.Errorf("-http and -sse exclude each other")
 	case o.extraTools < 0 || o.pageSize < 0 || o.hugeCatalog < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
 		err = fmt.Errorf("numeric flags must not be negative")
 	}
@@ -555,6 +571,7 @@ type server struct {
 	stdin  *os.File
 	stdout *os.File
 	stderr *os.File
+	output io.Writer // where messages go: stdout, or an HTTP session's streams
 
 	out    chan struct{} // one-slot semaphore held while writing to stdout
 	errMu  sync.Mutex    // serializes writes to stderr
@@ -586,6 +603,7 @@ func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
 		stdin:      stdin,
 		stdout:     stdout,
 		stderr:     stderr,
+		output:     stdout,
 		out:        make(chan struct{}, 1),
 		byName:     make(map[string]*tool),
 		inflight:   make(map[*call]struct{}),
@@ -637,6 +655,9 @@ func (s *server) run() {
 			s.logf("fakeserver: grandchild: %v", err)
 		}
 	}
+	if s.opts.httpAddr != "" || s.opts.sseAddr != "" {
+		s.serveHTTP()
+	}
 	s.serve()
 }
 
@@ -683,7 +704,7 @@ func (s *server) writeStderr(b []byte) {
 func (s *server) writeStdout(b []byte) {
 	s.out <- struct{}{}
 	defer func() { <-s.out }()
-	if _, err := s.stdout.Write(b); err != nil {
+	if _, err := s.output.Write(b); err != nil {
 		s.logf("fakeserver: writing stdout: %v", err)
 	}
 }
