@@ -85,9 +85,10 @@ func TestStopLadder(t *testing.T) {
 			wantExit:    "exit status 0",
 		},
 		{
-			name:      "a server and grandchild that ignore SIGTERM are killed",
-			args:      []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
-			stopGrace: ignored, killGrace: ignored,
+			name: "a server and grandchild that ignore SIGTERM are killed",
+			args: []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
+			// A second to record the SIGTERM it ignores before SIGKILL.
+			stopGrace: ignored, killGrace: time.Second,
 			wantSignals: []string{"terminated"},
 			wantExit:    "signal: killed",
 		},
