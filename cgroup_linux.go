@@ -239,7 +239,7 @@ func (t *cgroupTree) enforceable(l Limits) error {
 type serverCgroup struct {
 	dirs     []string // every directory, the one that kills first
 	dirOf    func(controller string) string
-	memDir   string   // where the memory controller's files are; empty without a memory limit
+	memDir   string // where the memory controller's files are; empty without a memory limit
 	memLimit int64
 	v2       bool
 	oomBase  int64 // the OOM kill count when the run started

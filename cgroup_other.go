@@ -41,4 +41,4 @@ func (cg *serverCgroup) finish(log *slog.Logger) bool { return false }
 
 func (cg *serverCgroup) remove() error { return nil }
 
-func sweepLeftoverCgroups(log *slog.Logger) {}
+func sweepLeftoverCgroups(log *slog.Logger, inherited string) {}

@@ -137,7 +137,7 @@ type Config struct {
 
 	// Limits bounds the resources of every server's processes; a server
 	// entry may override each limit. If zero, no limits.
-	Limits Limits `json:"limits"`
+	Limits Limits `json:"limits,omitzero"`
 
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
@@ -199,7 +199,7 @@ type ServerConfig struct {
 
 	// Limits overrides, limit by limit, the top level's limits for this
 	// server.
-	Limits Limits `json:"limits"`
+	Limits Limits `json:"limits,omitzero"`
 
 	// name is the key of this server in mcpServers.
 	name string

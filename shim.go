@@ -12,11 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 )
 
@@ -97,6 +95,9 @@ func shimCommand(spec processSpec, dirs []string) (*exec.Cmd, error) {
 		}
 		path = filepath.Join(base, path)
 	}
+	if _, err := exec.LookPath(path); err != nil {
+		return nil, err // as exec.Cmd.Start would fail, before anything runs
+	}
 	arg, err := json.Marshal(shimSpec{Path: path, Args: server.Args, Cgroups: dirs})
 	if err != nil {
 		return nil, err
@@ -143,13 +144,3 @@ func overMemoryDescription(waitErr error, limit int64) string {
 	return what + ", after the kernel killed a process of it over its memory limit of " + formatSize(limit)
 }
 
-// logContainment says, once as corral starts, whether its servers are
-// contained, and why not.
-func logContainment(log *slog.Logger, t *cgroupTree) {
-	if t.on() {
-		log.Info("containment: " + t.describe())
-		return
-	}
-	log.Info("containment is off: servers run without cgroups; their descendants are found by process group and marker only",
-		"why", strings.TrimPrefix(t.describe(), "off: "))
-}
