@@ -48,6 +48,9 @@ type cgroupTree struct {
 // /proc/self/cgroup and /proc/self/mountinfo, after checking that corral can
 // create a cgroup there. Where it cannot, the tree's why says so.
 func newCgroupTree(instance string) *cgroupTree {
+	if _, ok := parseInstanceID(instance); !ok {
+		return &cgroupTree{instance: instance, why: "corral cannot read its own identity from /proc, so no later corral could prove the cgroups it leaves leftovers and remove them"}
+	}
 	self, err1 := os.ReadFile("/proc/self/cgroup")
 	mounts, err2 := os.ReadFile("/proc/self/mountinfo")
 	if err := errors.Join(err1, err2); err != nil {
@@ -162,6 +165,21 @@ func (t *cgroupTree) ownDirs() []string {
 	}
 	slices.Sort(dirs)
 	return dirs
+}
+
+// roots returns the directories of the instance's cgroup, one per
+// hierarchy, the one that kills first; none where the tree is off.
+func (t *cgroupTree) roots() []string {
+	if !t.on() {
+		return nil
+	}
+	roots := []string{filepath.Join(t.killDir(), cgroupPrefix+t.instance)}
+	for _, own := range t.ownDirs() {
+		if own != t.killDir() {
+			roots = append(roots, filepath.Join(own, cgroupPrefix+t.instance))
+		}
+	}
+	return roots
 }
 
 // describe says, for the log and -check, whether and how servers are

@@ -14,7 +14,7 @@ import (
 // contained, and why not.
 func logContainment(log *slog.Logger, t *cgroupTree) {
 	if t.on() {
-		log.Info("containment: " + t.describe())
+		log.Info("containment: "+t.describe(), "cgroups", strings.Join(t.roots(), ","))
 		return
 	}
 	log.Info("containment is off: servers run without cgroups; their descendants are found by process group and marker only",
