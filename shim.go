@@ -143,4 +143,3 @@ func overMemoryDescription(waitErr error, limit int64) string {
 	}
 	return what + ", after the kernel killed a process of it over its memory limit of " + formatSize(limit)
 }
-
