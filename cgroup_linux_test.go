@@ -369,3 +369,46 @@ func TestLeftoverCgroupsOfDeadCorralsAreEmptiedAndRemoved(t *testing.T) {
 func joinPID(dir string, pid int) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }
+
+func TestServerOverItsMemoryLimitIsKilledAndRestartedAndItsCallerTold(t *testing.T) {
+	t.Parallel()
+	needCgroups(t)
+	tg := startGateway(t, `{"restartDelay":"10ms","mcpServers":{
+		"hog": {"command":"FAKE","args":["-state","STATE","-name","hog"],"limits":{"memory":"64MiB"}},
+		"calm": {"command":"FAKE","args":["-state","STATE","-name","calm","-prefix","c_"]}}}`)
+	hog := tg.gw.backends[1]
+	c := connect(t, tg.url)
+	msg := c.callTool("1", "alloc", `{"mib":256}`)
+	const want = "killed: over its memory limit of 64 MiB"
+	if msg.Error == nil || !strings.Contains(msg.Error.Message, want) {
+		t.Fatalf("alloc of 256 MiB under a 64 MiB limit answered %s %+v, want an error naming %q", msg.Result, msg.Error, want)
+	}
+	if got := toolText(t, c.callTool("2", "c_whoami", `{}`)); !strings.Contains(got, `"calm"`) {
+		t.Errorf("the other server answered %q", got)
+	}
+	waitState(t, hog, stateReady, 10*time.Second)
+	if h := hog.health(); h.LastExit != want || h.Restarts != 1 {
+		t.Errorf("health = %+v, want lastExit %q and 1 restart", h, want)
+	}
+	if got := toolText(t, c.callTool("3", "alloc", `{"mib":8}`)); got != "allocated 8 MiB" {
+		t.Errorf("after the restart, alloc of 8 MiB answered %q", got)
+	}
+}
+
+func TestPidsLimitStopsAForkBombInsideTheServer(t *testing.T) {
+	t.Parallel()
+	needCgroups(t)
+	tg := startGateway(t, `{"mcpServers":{"bomb": {"command":"FAKE","args":["-state","STATE"],"limits":{"pids":48}}}}`)
+	c := connect(t, tg.url)
+	msg := c.callTool("1", "fork", `{"count":200}`)
+	t.Logf("fork answered %s %+v", msg.Result, msg.Error)
+	if msg.Error == nil {
+		got := toolText(t, msg)
+		if !strings.Contains(got, "resource temporarily unavailable") || strings.HasPrefix(got, "started 200 ") {
+			t.Errorf("fork of 200 under a pids limit of 48 answered %q, want fewer started and EAGAIN", got)
+		}
+	}
+	if n := len(liveMarked("-role forked -name fake -state " + tg.dir)); n == 0 || n >= 48 {
+		t.Errorf("%d processes forked under a limit of 48 processes and threads", n)
+	}
+}

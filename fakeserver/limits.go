@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
+	"time"
 )
 
 // alloc allocates a.MiB MiB, touches every page, keeps it, and answers.
@@ -32,7 +35,7 @@ func (s *server) alloc(c *call, args json.RawMessage) {
 	replyText(c, fmt.Sprintf("allocated %d MiB", a.MiB))
 }
 
-// fork starts a.Count sleepers and answers how many started.
+// fork starts a.Count processes that sleep and answers how many started.
 func (s *server) fork(c *call, args json.RawMessage) {
 	var a struct {
 		Count      int  `json:"count"`
@@ -44,7 +47,7 @@ func (s *server) fork(c *call, args json.RawMessage) {
 	started := 0
 	var firstErr error
 	for started < a.Count {
-		cmd, err := s.spawn(roleSleeper, false, false, false, nil)
+		cmd, err := s.forkSleeper()
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -62,4 +65,25 @@ func (s *server) fork(c *call, args json.RawMessage) {
 		text += "; first error: " + firstErr.Error()
 	}
 	replyText(c, text)
+}
+
+// forkSleeper starts sleep(1) for the process's lifetime: one process with
+// one thread, cheaper than a sleeper of this executable's, so that a pids
+// limit counts processes. Its argv[0] names it "fakeserver -role forked",
+// with -name and -state, so that it is found as the server's descendant.
+func (s *server) forkSleeper() (*exec.Cmd, error) {
+	path, err := exec.LookPath("sleep")
+	if err != nil {
+		return nil, err
+	}
+	secs := int(s.opts.lifetime / time.Second)
+	if secs <= 0 {
+		secs = 86400
+	}
+	argv0 := "fakeserver -role forked -name " + s.opts.name
+	if s.opts.stateDir != "" {
+		argv0 += " -state " + s.opts.stateDir
+	}
+	cmd := &exec.Cmd{Path: path, Args: []string{argv0, strconv.Itoa(secs)}}
+	return cmd, cmd.Start()
 }

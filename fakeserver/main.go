@@ -228,9 +228,12 @@
 //		answer "allocated MIB MiB". Under a memory limit, the kernel kills
 //		the server before it answers.
 //	fork {count: int, keep_trying?: bool}
-//		Start count sleepers (as -grandchild group does, one after the other,
-//		each with stdin, stdout and stderr /dev/null) and answer "started K
-//		of COUNT", followed by "; first error: ERR" if a start failed. A
+//		Start count processes, one after the other, each running sleep(1)
+//		for the server's -lifetime (a day if 0) in the server's process
+//		group, with argv[0] "fakeserver -role forked -name NAME -state DIR"
+//		(no state file: one process with one thread each, so that a pids
+//		limit counts processes), and answer "started K of COUNT", followed
+//		by "; first error: ERR" if a start failed. A
 //		failed start ends the loop, unless keep_trying: then it tries again
 //		at once, as a fork bomb does, and under a pids limit never answers.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
