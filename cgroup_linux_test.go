@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -411,4 +412,32 @@ func TestPidsLimitStopsAForkBombInsideTheServer(t *testing.T) {
 	if n := len(liveMarked("-role forked -name fake -state " + tg.dir)); n == 0 || n >= 48 {
 		t.Errorf("%d processes forked under a limit of 48 processes and threads", n)
 	}
+}
+
+func TestCheckAndTheLogSayWhetherServersAreContained(t *testing.T) {
+	t.Parallel()
+	needCgroups(t)
+	const limited = `{"listen":"127.0.0.1:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"],"limits":{"pids":64}}}}`
+	ok := startCorral(t, limited, "-check")
+	if code := ok.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("-check as root exited %d, want 0", code)
+	}
+	if out, _ := io.ReadAll(ok.stdout); !strings.Contains(string(out), "containment: each server in a cgroup") {
+		t.Errorf("-check as root does not say servers are contained:\n%s", out)
+	}
+
+	// Another user cannot create cgroups here.
+	const uid = 64124
+	refused := startCorralAs(t, uid, limited, "-check")
+	if code := refused.waitExit(20 * time.Second); code != 2 {
+		t.Errorf("-check with limits it cannot enforce exited %d, want 2", code)
+	}
+	if out, _ := io.ReadAll(refused.stdout); !strings.Contains(string(out), "containment: off: cannot create cgroups under") {
+		t.Errorf("-check as user %d does not say why containment is off:\n%s", uid, out)
+	}
+	refused.waitLog(`mcpServers.a.limits: limits.pids cannot be enforced: corral cannot put servers in cgroups here: cannot create cgroups under .*; this server would not start`)
+
+	plain := startCorralAs(t, uid, `{"listen":"127.0.0.1:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	plain.waitLog(`containment is off: servers run without cgroups.*why="cannot create cgroups under`)
+	plain.waitHTTP(1)
 }
