@@ -136,6 +136,7 @@ type serverSpec struct {
 	Name   string
 	flags  []string // fakeserver flags beyond the suite's own
 	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
+	limits limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
 }
 
 // templateServer is a server as config templates see it.
@@ -145,6 +146,12 @@ type templateServer struct {
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
 	Prefix      string // the prefix the gateway is to give its names; "" for none
+
+	// The server's limits, when the case sets them: MemoryLimit as
+	// "64MiB" and MemoryLimitBytes; PidsLimit, processes and threads.
+	MemoryLimit      string
+	MemoryLimitBytes int64
+	PidsLimit        int
 }
 
 // templateData is what adapter templates see.
@@ -293,6 +300,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.prefix != "" && !adapter.has("prefix") {
 			skip(t, "the adapter has no prefix setting")
 		}
+		s.limits.check(t)
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -304,7 +312,8 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	for _, s := range servers {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix,
+			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
