@@ -49,6 +49,16 @@ func (l limits) memoryText() string {
 	return strconv.FormatInt(l.memory>>20, 10) + "MiB"
 }
 
+// stopAtEnd asks the gateway to stop with SIGTERM when the case ends, as
+// it would be asked in service, rather than killing it with SIGKILL: a
+// gateway killed so cannot remove the cgroups it made.
+func stopAtEnd(t *testing.T, g *gateway) {
+	t.Cleanup(func() {
+		g.signal(syscall.SIGTERM)
+		g.waitExit(adapter.bound)
+	})
+}
+
 // needCgroups skips t unless this user can create a cgroup under its own,
 // in some hierarchy: without that, no gateway can limit or contain a
 // server here (not root, and no delegated cgroup).
@@ -86,6 +96,7 @@ func TestForkBombStopsAtThePidsLimitAndOthersKeepServing(t *testing.T) {
 	const limit = 64
 	specs, ready := withSteady(serverSpec{Name: "bomb", limits: limits{pids: limit}})
 	g := startGateway(t, specs, options{}, append(ready, "bomb")...)
+	stopAtEnd(t, g)
 	s := g.newSession()
 	forked := func() int { return len(marked("-role forked -name bomb -state " + g.stateDir)) }
 
@@ -144,6 +155,7 @@ func TestServerOverItsMemoryLimitIsKilledAndRestartedAndItsCallerTold(t *testing
 	}
 	specs, ready := withSteady(serverSpec{Name: "hog", limits: limits{memory: 64 << 20}})
 	g := startGateway(t, specs, opts, append(ready, "hog")...)
+	stopAtEnd(t, g)
 	s := g.newSession()
 	text, err := callText(t, s, "hog", "alloc", map[string]any{"mib": 512})
 	if err == nil {
@@ -182,6 +194,7 @@ func TestCrashLeavesNoProcessOfTheServerEvenOneThatClearedItsEnvironment(t *test
 		opts.restartDelay = 200 * time.Millisecond
 	}
 	g := startGateway(t, []serverSpec{{Name: "escape", flags: []string{"-grandchild", "clearenv", "-grandchild-ignores-sigterm"}}}, opts, "escape")
+	stopAtEnd(t, g)
 	var sleeper int
 	for _, p := range processes(g.stateDir) {
 		if p.Role == "sleeper" {
@@ -207,5 +220,13 @@ func TestCrashLeavesNoProcessOfTheServerEvenOneThatClearedItsEnvironment(t *test
 			fail(t, "10s after the restart, the crashed server's descendant that cleared its environment is still running: %s", describe(g.stateDir, []int{sleeper}))
 			break
 		}
+	}
+	// The restarted server's own escapee, at the gateway's stop.
+	g.signal(syscall.SIGTERM)
+	if !g.waitExit(adapter.bound) {
+		fatal(t, "the gateway did not exit within %s of SIGTERM", adapter.bound)
+	}
+	if left := waitGone(g.stateDir, 10*time.Second); len(left) > 0 {
+		fail(t, "10s after the gateway exited, processes of the server are left: %s", describe(g.stateDir, left))
 	}
 }
