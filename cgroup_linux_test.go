@@ -181,7 +181,7 @@ func TestLimitsThatCannotBeEnforcedRefuseToStart(t *testing.T) {
 
 // needCgroups returns the cgroup trees corral can create on this machine:
 // the one it would use, and the v2 one where that is another; or skips.
-func needCgroups(t *testing.T) map[string]*cgroupTree {
+func needCgroups(t testing.TB) map[string]*cgroupTree {
 	t.Helper()
 	trees := map[string]*cgroupTree{}
 	tree := newCgroupTree(newInstanceID())
