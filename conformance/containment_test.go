@@ -206,7 +206,10 @@ func TestCrashLeavesNoProcessOfTheServerEvenOneThatClearedItsEnvironment(t *test
 	}
 	var crashed sync.WaitGroup
 	crashed.Add(1)
-	go func() { defer crashed.Done(); g.newSession().call(ctxFor(t, 30*time.Second), `"crash"`, "escape", "crash", map[string]any{}) }()
+	go func() {
+		defer crashed.Done()
+		g.newSession().call(ctxFor(t, 30*time.Second), `"crash"`, "escape", "crash", map[string]any{})
+	}()
 	defer crashed.Wait()
 	deadline := time.Now().Add(30 * time.Second)
 	for len(serverStarts(g.stateDir, "escape")) < 2 {
