@@ -39,7 +39,7 @@ func benchSpawn(b *testing.B, tree *cgroupTree, l Limits) {
 	dir := stateDir(b)
 	for b.Loop() {
 		p, err := startProcess(processSpec{name: "spawn", command: fakeserverBin, args: fakeArgs(dir),
-			stopGrace: time.Second, killGrace: time.Second, pipeDrain: time.Second, log: testLogger(b), cgroups: tree, limits: l})
+			stopGrace: time.Second, killGrace: time.Second, pipeDrain: 10 * time.Millisecond, log: testLogger(b), cgroups: tree, limits: l})
 		if err != nil {
 			b.Fatal(err)
 		}

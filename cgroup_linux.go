@@ -332,14 +332,42 @@ func enableControllers(root string, controllers []string) error {
 		if !missing {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(line), 0); err != nil {
-			if errors.Is(err, syscall.EBUSY) {
-				return fmt.Errorf("cannot pass %s on from %s, which holds processes (corral itself): start corral in a cgroup of its own, e.g. with systemd's Delegate=yes and DelegateSubgroup= (docs/operations.md#containment)", line, dir)
-			}
+		err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(line), 0)
+		if errors.Is(err, syscall.EBUSY) && dir != root && leaveForLeaf(dir) == nil {
+			err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(line), 0)
+		}
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("cannot pass %s on from %s, which holds processes other than corral: start corral alone in a cgroup of its own, e.g. a systemd unit with Delegate=yes (docs/operations.md#containment)", line, dir)
+		} else if err != nil {
 			return fmt.Errorf("passing %s on from %s: %w", line, dir, err)
 		}
 	}
 	return nil
+}
+
+// supervisorLeaf is the child of corral's own v2 cgroup that corral moves
+// itself into, so that its own cgroup holds no process and may pass
+// controllers on to the cgroups of its servers.
+const supervisorLeaf = "corral.supervisor"
+
+// leaveForLeaf moves this process from dir, its own v2 cgroup, into
+// dir/supervisorLeaf, if it is the only process in dir: the kernel lets a
+// cgroup pass controllers on to its children only while it holds no
+// process. (A systemd unit with Delegate=yes starts corral alone in the
+// unit's cgroup.)
+func leaveForLeaf(dir string) error {
+	pids, err := cgroupPIDs(dir)
+	if err != nil {
+		return err
+	}
+	if len(pids) != 1 || pids[0] != os.Getpid() {
+		return fmt.Errorf("%s holds other processes than corral: %s", dir, pidList(pids))
+	}
+	leaf := filepath.Join(dir, supervisorLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return joinCgroup(leaf)
 }
 
 // cgroupWrite is a value written into a cgroup file.
