@@ -49,16 +49,6 @@ func (l limits) memoryText() string {
 	return strconv.FormatInt(l.memory>>20, 10) + "MiB"
 }
 
-// stopAtEnd asks the gateway to stop with SIGTERM when the case ends, as
-// it would be asked in service, rather than killing it with SIGKILL: a
-// gateway killed so cannot remove the cgroups it made.
-func stopAtEnd(t *testing.T, g *gateway) {
-	t.Cleanup(func() {
-		g.signal(syscall.SIGTERM)
-		g.waitExit(adapter.bound)
-	})
-}
-
 // needCgroups skips t unless this user can create a cgroup under its own,
 // in some hierarchy: without that, no gateway can limit or contain a
 // server here (not root, and no delegated cgroup).
@@ -96,7 +86,6 @@ func TestForkBombStopsAtThePidsLimitAndOthersKeepServing(t *testing.T) {
 	const limit = 64
 	specs, ready := withSteady(serverSpec{Name: "bomb", limits: limits{pids: limit}})
 	g := startGateway(t, specs, options{}, append(ready, "bomb")...)
-	stopAtEnd(t, g)
 	s := g.newSession()
 	forked := func() int { return len(marked("-role forked -name bomb -state " + g.stateDir)) }
 
@@ -155,7 +144,6 @@ func TestServerOverItsMemoryLimitIsKilledAndRestartedAndItsCallerTold(t *testing
 	}
 	specs, ready := withSteady(serverSpec{Name: "hog", limits: limits{memory: 64 << 20}})
 	g := startGateway(t, specs, opts, append(ready, "hog")...)
-	stopAtEnd(t, g)
 	s := g.newSession()
 	text, err := callText(t, s, "hog", "alloc", map[string]any{"mib": 512})
 	if err == nil {
@@ -194,7 +182,6 @@ func TestCrashLeavesNoProcessOfTheServerEvenOneThatClearedItsEnvironment(t *test
 		opts.restartDelay = 200 * time.Millisecond
 	}
 	g := startGateway(t, []serverSpec{{Name: "escape", flags: []string{"-grandchild", "clearenv", "-grandchild-ignores-sigterm"}}}, opts, "escape")
-	stopAtEnd(t, g)
 	var sleeper int
 	for _, p := range processes(g.stateDir) {
 		if p.Role == "sleeper" {

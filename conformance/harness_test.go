@@ -374,6 +374,10 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
+		// SIGTERM first, as in service: a gateway killed with SIGKILL
+		// leaves what it cannot clean up (its cgroups) to its next start.
+		g.signal(syscall.SIGTERM)
+		g.waitExit(2 * time.Second)
 		g.cmd.Process.Kill()
 		<-g.exited
 		if t.Failed() {
