@@ -52,7 +52,7 @@ func benchSpawn(b *testing.B, tree *cgroupTree, l Limits) {
 }
 
 func BenchmarkCallsDuringForkBomb(b *testing.B) {
-	needCgroups(b)
+	needLimits(b, Limits{Pids: 64})
 	for _, bomb := range []bool{false, true} {
 		b.Run(map[bool]string{false: "quiet", true: "forkbomb"}[bomb], func(b *testing.B) {
 			tg := startGateway(b, `{"mcpServers":{

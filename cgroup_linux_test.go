@@ -371,9 +371,22 @@ func joinPID(dir string, pid int) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }
 
+// needLimits skips t unless the cgroups corral would use here can enforce
+// l: the controllers are there and, on v2, can be passed on.
+func needLimits(t testing.TB, l Limits) {
+	t.Helper()
+	tree := newCgroupTree(newInstanceID())
+	cg, err := tree.create("probe", l)
+	if err != nil {
+		t.Skipf("corral cannot enforce %s here: %v", l.set(), err)
+	}
+	cg.remove()
+	tree.close()
+}
+
 func TestServerOverItsMemoryLimitIsKilledAndRestartedAndItsCallerTold(t *testing.T) {
 	t.Parallel()
-	needCgroups(t)
+	needLimits(t, Limits{Memory: "64MiB"})
 	tg := startGateway(t, `{"restartDelay":"10ms","mcpServers":{
 		"hog": {"command":"FAKE","args":["-state","STATE","-name","hog"],"limits":{"memory":"64MiB"}},
 		"calm": {"command":"FAKE","args":["-state","STATE","-name","calm","-prefix","c_"]}}}`)
@@ -398,7 +411,7 @@ func TestServerOverItsMemoryLimitIsKilledAndRestartedAndItsCallerTold(t *testing
 
 func TestPidsLimitStopsAForkBombInsideTheServer(t *testing.T) {
 	t.Parallel()
-	needCgroups(t)
+	needLimits(t, Limits{Pids: 48})
 	tg := startGateway(t, `{"mcpServers":{"bomb": {"command":"FAKE","args":["-state","STATE"],"limits":{"pids":48}}}}`)
 	c := connect(t, tg.url)
 	msg := c.callTool("1", "fork", `{"count":200}`)
@@ -416,7 +429,7 @@ func TestPidsLimitStopsAForkBombInsideTheServer(t *testing.T) {
 
 func TestCheckAndTheLogSayWhetherServersAreContained(t *testing.T) {
 	t.Parallel()
-	needCgroups(t)
+	needLimits(t, Limits{Pids: 64})
 	const limited = `{"listen":"127.0.0.1:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"],"limits":{"pids":64}}}}`
 	ok := startCorral(t, limited, "-check")
 	if code := ok.waitExit(20 * time.Second); code != 0 {

@@ -80,3 +80,14 @@ func TestLimitsAreCheckedAndAServersOwnOverrideTheTopLevels(t *testing.T) {
 		})
 	}
 }
+
+func TestAChangeOfLimitsRestartsTheServerAtReload(t *testing.T) {
+	before := mustParse(t, `{"mcpServers": {"a": {"command": "x"}}}`, nil)
+	own := mustParse(t, `{"mcpServers": {"a": {"command": "x", "limits": {"pids": 10}}}}`, nil)
+	top := mustParse(t, `{"limits": {"memory": "1GiB"}, "mcpServers": {"a": {"command": "x"}}}`, nil)
+	for name, after := range map[string]*Config{"its own limits": own, "the top level's limits": top} {
+		if fingerprint(before, before.MCPServers["a"]) == fingerprint(after, after.MCPServers["a"]) {
+			t.Errorf("a change of %s leaves the server's fingerprint as it was: a reload would not apply it", name)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,8 +37,11 @@ func (l limits) check(t *testing.T) {
 	if l.pids != 0 && !adapter.has("pidsLimit") {
 		skip(t, "the adapter has no pidsLimit setting")
 	}
-	if l != (limits{}) {
-		needCgroups(t)
+	if l.memory != 0 {
+		needCgroups(t, "memory")
+	}
+	if l.pids != 0 {
+		needCgroups(t, "pids")
 	}
 }
 
@@ -50,14 +54,15 @@ func (l limits) memoryText() string {
 }
 
 // needCgroups skips t unless this user can create a cgroup under its own,
-// in some hierarchy: without that, no gateway can limit or contain a
-// server here (not root, and no delegated cgroup).
-func needCgroups(t *testing.T) {
+// with each of controllers available in it: without that, no gateway can
+// limit or contain a server here (not root, and no delegated cgroup).
+func needCgroups(t *testing.T, controllers ...string) {
 	requireLinux(t)
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		skip(t, "cannot read /proc/self/cgroup: %v", err)
 	}
+	have := map[string]bool{}
 	for line := range strings.Lines(string(self)) {
 		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
 		if len(f) != 3 {
@@ -68,17 +73,34 @@ func needCgroups(t *testing.T) {
 			mounts = []string{"/sys/fs/cgroup/" + strings.TrimPrefix(f[1], "name=")}
 		}
 		for _, m := range mounts {
-			dir := filepath.Join(m, f[2], fmt.Sprintf("conformance-probe-%d", os.Getpid()))
 			if _, err := os.Stat(filepath.Join(m, f[2], "cgroup.procs")); err != nil {
 				continue
 			}
-			if os.Mkdir(dir, 0o755) == nil {
-				os.Remove(dir)
-				return
+			dir := filepath.Join(m, f[2], fmt.Sprintf("conformance-probe-%d-%d", os.Getpid(), rand.Int64())) // cases run in parallel
+			if os.Mkdir(dir, 0o755) != nil {
+				break
 			}
+			have[""] = true
+			names := strings.Split(f[1], ",")
+			if f[1] == "" { // v2: what the new cgroup's parent passes on to it
+				data, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+				names = strings.Fields(string(data))
+			}
+			for _, c := range names {
+				have[c] = true
+			}
+			os.Remove(dir)
+			break
 		}
 	}
-	skip(t, "this user cannot create cgroups here (not root, and no delegated cgroup), so no gateway can limit or contain its servers")
+	if !have[""] {
+		skip(t, "this user cannot create cgroups here (not root, and no delegated cgroup), so no gateway can limit or contain its servers")
+	}
+	for _, c := range controllers {
+		if !have[c] {
+			skip(t, "the %s controller is not available to this user's cgroups here, so no gateway can enforce that limit", c)
+		}
+	}
 }
 
 func TestForkBombStopsAtThePidsLimitAndOthersKeepServing(t *testing.T) {
