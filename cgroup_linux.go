@@ -333,7 +333,10 @@ func enableControllers(root string, controllers []string) error {
 			continue
 		}
 		err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(line), 0)
-		if errors.Is(err, syscall.EBUSY) && dir != root && leaveForLeaf(dir) == nil {
+		if errors.Is(err, syscall.EBUSY) && dir != root {
+			// Where corral is alone in its cgroup it moves out of the way
+			// (or a server started at the same time has moved it).
+			leaveForLeaf(dir)
 			err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(line), 0)
 		}
 		if errors.Is(err, syscall.EBUSY) {
