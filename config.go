@@ -140,6 +140,10 @@ type Config struct {
 	// a server entry may override each of them.
 	Supervision
 
+	// Limits bounds the resources of every server's processes; a server
+	// entry may override each limit. If zero, no limits.
+	Limits Limits `json:"limits,omitzero"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -209,6 +213,10 @@ type ServerConfig struct {
 	// Supervision overrides, field by field, the top level's settings for
 	// this server.
 	Supervision
+
+	// Limits overrides, limit by limit, the top level's limits for this
+	// server.
+	Limits Limits `json:"limits,omitzero"`
 
 	// name is the key of this server in mcpServers.
 	name string

@@ -282,7 +282,7 @@ func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) 
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
 	}
-	for _, key := range []string{"command", "args", "env", "envFile", "cwd"} {
+	for _, key := range []string{"command", "args", "env", "envFile", "cwd", "limits"} {
 		if _, ok := entry[key]; ok {
 			p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
 		}
@@ -330,6 +330,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
 	}
 	p.validateSupervision(name, s.Supervision)
+	p.validateLimits(name, s.Limits)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string
@@ -433,6 +434,7 @@ func (p *parser) validate(c *Config) {
 		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}
 	p.validateSupervision("", c.Supervision)
+	p.validateLimits("", c.Limits)
 	for _, f := range limits {
 		if f.n < 0 {
 			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)

@@ -130,6 +130,9 @@ func startCorralIn(t *testing.T, dir, path string, wrap, env []string, args ...s
 		}
 		cmd.Process.Kill()
 		<-c.exited
+		c.mu.Lock()
+		removeLoggedCgroups(t, c.log)
+		c.mu.Unlock()
 		if t.Failed() {
 			c.mu.Lock()
 			t.Logf("corral's log:\n%s", strings.Join(c.log, "\n"))

@@ -36,6 +36,7 @@ type Gateway struct {
 	backends []*backend // sorted by name; replaced whole by Reload, never changed in place
 	instance string     // the marker of this gateway's processes; see newInstanceID
 	reaper   *orphanReaper
+	cgroups  *cgroupTree // where servers get cgroups of their own, if on
 
 	// pageSize is the number of tools in one page of tools/list. If zero,
 	// defaultPageSize.
@@ -87,10 +88,12 @@ var _ backendEvents = (*Gateway)(nil)
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
 		instance: newInstanceID(), reaper: reaper}
+	g.cgroups = newCgroupTree(g.instance)
+	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, cfg, s))
+		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s))
 	}
 	return g
 }
@@ -160,7 +163,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
-		nb := newBackend(g, g.log, g.instance, g.reaper, cfg, s)
+		nb := newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
 		next = append(next, nb)
 		starting = append(starting, nb)
 		if b != nil {
@@ -212,7 +215,8 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Sup                       Supervision
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+		Limits                    Limits
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s)})
 	return string(b)
 }
 
@@ -262,6 +266,9 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	// while corral was stopping them all.
 	if killed := sweepMarked(g.instance, "", g.reaper); len(killed) > 0 {
 		g.log.Warn("killed processes left behind by servers", "pids", pidList(killed))
+	}
+	if err := g.cgroups.close(); err != nil {
+		g.log.Warn("cannot remove corral's cgroups", "err", err)
 	}
 }
 

@@ -32,6 +32,9 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		os.Exit(runShim(argOrEmpty(2)))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -136,7 +139,7 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	if inv.check {
 		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
 		inv.stdout.Write(cfg.resolved())
-		return 0, true
+		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
 	}
 	return 0, false
 }
@@ -163,6 +166,7 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	sh := watchSignals(log, cfg.ShutdownTimeout.D())
 	defer sh.close()
 	sweepLeftovers(log)
+	sweepLeftoverCgroups(log, os.Getenv(envInstance))
 	reaper, err := newOrphanReaper(log)
 	if err != nil {
 		log.Warn("cannot become a child subreaper; descendants that leave their server's process group are found by their marker only", "err", err)

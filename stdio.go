@@ -45,6 +45,12 @@ type processSpec struct {
 
 	// reaper, if not nil, is told of the process so that it never reaps it.
 	reaper *orphanReaper
+
+	// cgroups, if on, is where the process gets a cgroup of its own, with
+	// limits; the process is then started through the shim (shim.go).
+	// Limits set where cgroups is not on are an error at start.
+	cgroups *cgroupTree
+	limits  Limits
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -60,9 +66,11 @@ type process struct {
 	stdin  *os.File
 	stdout *pipeReader
 	stderr *os.File
+	cg     *serverCgroup // nil unless the process runs in a cgroup of its own
 
-	exited  chan struct{} // closed once the process has been reaped
-	waitErr error         // how it ended; set before exited is closed
+	exited     chan struct{} // closed once the process has been reaped
+	waitErr    error         // how it ended; set before exited is closed
+	overMemory bool          // the kernel killed a process of it over its memory limit; set before exited is closed
 
 	// sigMu orders group signals against the reaping of the leader: once the
 	// leader is reaped its PID, which is also the group's ID, may be reused.
@@ -81,7 +89,10 @@ type process struct {
 // has started; stderr is drained into spec.log from then on. The caller reads
 // p.stdout and must call Stop.
 func startProcess(spec processSpec) (*process, error) {
-	cmd := exec.Command(spec.command, spec.args...)
+	cmd, cg, err := containedCommand(spec)
+	if err != nil {
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+	}
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
 	setProcAttr(cmd)
@@ -102,6 +113,7 @@ func startProcess(spec processSpec) (*process, error) {
 	errR, errW := pipe()
 	if len(files) != 6 {
 		closeAll(files)
+		cg.remove()
 		return nil, fmt.Errorf("starting server %q: cannot create pipes", spec.name)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
@@ -111,6 +123,7 @@ func startProcess(spec processSpec) (*process, error) {
 		stdin:      inW,
 		stdout:     &pipeReader{f: outR, eof: make(chan struct{})},
 		stderr:     errR,
+		cg:         cg,
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		stopped:    make(chan struct{}),
@@ -118,10 +131,11 @@ func startProcess(spec processSpec) (*process, error) {
 	p.tail.max = stderrTailLines
 	started := make(chan error, 1)
 	go p.own(cmd, started)
-	err := <-started
+	err = <-started
 	closeAll([]*os.File{inR, outW, errW}) // the child's ends, now the child's alone
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
+		cg.remove()
 		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
 	}
 	go p.drainStderr()
@@ -164,6 +178,11 @@ func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 		signalGroup(p.pid, syscall.SIGKILL) // racy without waitid; see killpg_other.go
 		p.reaped = true
 		p.sigMu.Unlock()
+	}
+	// What left the group (setsid, a double fork, a cleared environment)
+	// but not the cgroup dies now too, and the cgroup goes.
+	if p.overMemory = p.cg.finish(p.spec.log); p.overMemory {
+		p.spec.log.Error("the kernel killed a process of the server: it went over its memory limit", "limit", formatSize(p.cg.memLimit))
 	}
 	close(p.exited)
 }
@@ -256,6 +275,9 @@ wait:
 // exitDescription says how the process ended: "exit status 3",
 // "signal: killed". It must be called after exited is closed.
 func (p *process) exitDescription() string {
+	if p.overMemory {
+		return overMemoryDescription(p.waitErr, p.cg.memLimit)
+	}
 	if p.waitErr == nil {
 		return "exit status 0"
 	}

@@ -62,6 +62,7 @@ type backend struct {
 	sup      Supervision
 	instance string        // corral's marker, put in the server's environment
 	reaper   *orphanReaper // nil unless corral is a child subreaper
+	cgroups  *cgroupTree   // where the server's processes get a cgroup; nil for none
 	log      *slog.Logger
 	up       *upstream // the server's MCP client; what it learned outlives each run
 
@@ -101,9 +102,9 @@ type backend struct {
 }
 
 // newBackend returns the backend of server cfg of config gcfg, not started.
-// It reports to events, logs to log, marks its processes with instance, and
-// tells reaper, if not nil, of them.
-func newBackend(events backendEvents, log *slog.Logger, instance string, reaper *orphanReaper, gcfg *Config, cfg *ServerConfig) *backend {
+// It reports to events, logs to log, marks its processes with instance,
+// tells reaper, if not nil, of them, and puts them in cgroups of cgroups.
+func newBackend(events backendEvents, log *slog.Logger, instance string, reaper *orphanReaper, cgroups *cgroupTree, gcfg *Config, cfg *ServerConfig) *backend {
 	b := &backend{
 		name:      cfg.Name(),
 		cfg:       cfg,
@@ -111,6 +112,7 @@ func newBackend(events backendEvents, log *slog.Logger, instance string, reaper 
 		sup:       gcfg.supervision(cfg),
 		instance:  instance,
 		reaper:    reaper,
+		cgroups:   cgroups,
 		log:       log.With("server", cfg.Name()),
 		state:     stateStarting,
 		changed:   make(chan struct{}),
@@ -522,6 +524,8 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
+		cgroups:   b.cgroups,
+		limits:    b.gcfg.limits(b.cfg),
 
 		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
 		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,

@@ -163,6 +163,7 @@ type serverSpec struct {
 	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
 	url    string   // a remote server's URL; "" for one the gateway runs
 	typ    string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
+	limits limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
 }
 
 // templateServer is a server as config templates see it.
@@ -174,6 +175,12 @@ type templateServer struct {
 	Prefix      string // the prefix the gateway is to give its names; "" for none
 	URL         string // a remote server's URL (setting "remote"); then Command and Args are empty
 	Type        string // a remote server's transport: "http" or "sse"
+
+	// The server's limits, when the case sets them: MemoryLimit as
+	// "64MiB" and MemoryLimitBytes; PidsLimit, processes and threads.
+	MemoryLimit      string
+	MemoryLimitBytes int64
+	PidsLimit        int
 }
 
 // templateData is what adapter templates see.
@@ -326,6 +333,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.url != "" && !adapter.has("remote") {
 			skip(t, "the adapter has no remote setting (a server named by URL)")
 		}
+		s.limits.check(t)
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -341,7 +349,8 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		}
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix,
+			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
@@ -403,6 +412,10 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
+		// SIGTERM first, as in service: a gateway killed with SIGKILL
+		// leaves what it cannot clean up (its cgroups) to its next start.
+		g.signal(syscall.SIGTERM)
+		g.waitExit(2 * time.Second)
 		g.cmd.Process.Kill()
 		<-g.exited
 		if t.Failed() {

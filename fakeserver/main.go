@@ -72,8 +72,11 @@
 //		server's process group; "setsid" spawns it as a child in a new
 //		session; "daemon" spawns an intermediate process (-role daemonizer)
 //		that spawns the sleeper in a new session and exits at once, orphaning
-//		the sleeper. The server reads nothing before the sleeper has written
-//		its state file, so the sleeper exists once initialize is answered.
+//		the sleeper. "clearenv" is "daemon" with the daemonizer in a new
+//		session too, and both it and the sleeper with an empty environment:
+//		an escape that leaves no trace but the cgroup. The server reads
+//		nothing before the sleeper has written its state file, so the
+//		sleeper exists once initialize is answered.
 //	-grandchild-holds-stdout
 //		Let the descendants inherit the server's standard output and standard
 //		error. Otherwise their standard input, output and error are /dev/null.
@@ -243,6 +246,19 @@
 //		{"uri":"fake://NAME/counter","mimeType":"text/plain","text":N}},
 //		{"type":"resource_link","uri":"fake://NAME/echo/linked","name":
 //		"linked"}]}, N the counter.
+//	alloc {mib: int}
+//		Allocate mib MiB, write to every page of it, and keep it; then
+//		answer "allocated MIB MiB". Under a memory limit, the kernel kills
+//		the server before it answers.
+//	fork {count: int, keep_trying?: bool}
+//		Start count processes, one after the other, each running sleep(1)
+//		for the server's -lifetime (a day if 0) in the server's process
+//		group, with argv[0] "fakeserver -role forked -name NAME -state DIR"
+//		(no state file: one process with one thread each, so that a pids
+//		limit counts processes), and answer "started K of COUNT", followed
+//		by "; first error: ERR" if a start failed. A
+//		failed start ends the loop, unless keep_trying: then it tries again
+//		at once, as a fork bomb does, and under a pids limit never answers.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
 //		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of
@@ -466,6 +482,7 @@ type options struct {
 	grandchild               string
 	grandchildHoldsStdout    bool
 	grandchildIgnoresSigterm bool
+	clearEnv                 bool
 	role                     string
 	readyFD                  int
 	httpAddr                 string // -http
@@ -498,7 +515,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.hangInitialize, "hang-initialize", false, "never answer initialize")
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "exit with code 5 when the `n`th tools/call arrives (0: never)")
 	fs.IntVar(&o.stderrAtStart, "stderr-at-start", 0, "write this many `bytes` of log lines to stderr at start")
-	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid or daemon")
+	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid, daemon or clearenv")
+	fs.BoolVar(&o.clearEnv, "clear-env", false, "internal: spawn descendants with an empty environment")
 	fs.BoolVar(&o.grandchildHoldsStdout, "grandchild-holds-stdout", false, "let descendants inherit stdout and stderr")
 	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
 	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
@@ -515,8 +533,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case !slices.Contains([]string{"", "group", "setsid", "daemon"}, o.grandchild):
-		err = fmt.Errorf("invalid -grandchild %q: want group, setsid or daemon", o.grandchild)
+	case !slices.Contains([]string{"", "group", "setsid", "daemon", "clearenv"}, o.grandchild):
+		err = fmt.Errorf("invalid -grandchild %q: want group, setsid, daemon or clearenv", o.grandchild)
 	case !slices.Contains([]string{eraLegacy, eraModern, eraBoth}, o.era):
 		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
@@ -594,6 +612,7 @@ type server struct {
 	calls int // tools/call requests received so far; used by the reading goroutine only
 
 	tasks taskStore // tasks created by task-augmented calls (tasks.go)
+	hog [][]byte // what the alloc tool allocated, kept; guarded by mu
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
@@ -854,6 +873,11 @@ func (s *server) spawn(role string, ignoreSigterm, setsid, inherit bool, ready *
 	if setsid {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
+	if s.opts.grandchild == "clearenv" || s.opts.clearEnv {
+		// Nothing of the environment, so no marker a gateway could find.
+		cmd.Env = []string{}
+		cmd.Args = append(cmd.Args, "-clear-env")
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -871,10 +895,10 @@ func (s *server) startGrandchild() error {
 	}
 	defer r.Close()
 	role := roleSleeper
-	if s.opts.grandchild == "daemon" {
+	if s.opts.grandchild == "daemon" || s.opts.grandchild == "clearenv" {
 		role = roleDaemonizer
 	}
-	setsid := s.opts.grandchild == "setsid"
+	setsid := s.opts.grandchild == "setsid" || s.opts.grandchild == "clearenv"
 	cmd, err := s.spawn(role, s.opts.grandchildIgnoresSigterm, setsid, s.opts.grandchildHoldsStdout, w)
 	w.Close()
 	if err != nil {

@@ -105,6 +105,13 @@ func (s *server) addTools() {
 		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
 	}, s.taskTool)
 	add("links", "Answers a resource_link and an embedded resource of its own resources.", nil, s.links)
+	add("alloc", `Allocates and keeps the given MiB of memory, then answers "allocated N MiB".`, map[string]property{
+		"mib": integer("MiB to allocate."),
+	}, s.alloc)
+	add("fork", `Starts the given number of sleeping processes and answers "started K of N".`, map[string]property{
+		"count":       integer("Number of processes."),
+		"keep_trying": {"boolean", "Try again after a failed start, as a fork bomb does."},
+	}, s.fork)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),
 		"answers": integer("Answers to wait for (default count)."),

@@ -1,0 +1,145 @@
+package main
+
+// This file holds the containment shim. Go's os/exec has no hook between
+// fork and exec, so a server that must start contained is started through
+// corral itself: corral runs its own executable (/proc/self/exe) as the shim,
+// the shim applies containment to itself, then executes the server in its
+// place: the same PID, process group, environment and parent-death signal,
+// so the stop ladder and the sweep see nothing new. See
+// /work/shim-contract.md.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// shimArg is argv[1] of a corral process started as a containment shim.
+const shimArg = "__corral_shim"
+
+// shimExitCode is the shim's exit code when it cannot contain or execute
+// the server (the shell's "found but cannot execute").
+const shimExitCode = 126
+
+// shimSpec is what the shim applies to itself before it executes the server.
+// It travels as JSON in argv[2]; argv[3:] is unused.
+type shimSpec struct {
+	Path    string   `json:"path"`              // absolute path of the server's program (resolved by corral)
+	Args    []string `json:"args"`              // the server's argv, Args[0] included
+	Cgroups []string `json:"cgroups,omitempty"` // cgroup directories to join
+}
+
+// argOrEmpty returns os.Args[i], or "" if there is none.
+func argOrEmpty(i int) string {
+	if i < len(os.Args) {
+		return os.Args[i]
+	}
+	return ""
+}
+
+// runShim is called by main (and by TestMain in the root package's tests,
+// since /proc/self/exe is the test binary there) when os.Args[1] == shimArg.
+// It never returns on success (syscall.Exec); on failure it writes one line
+// "corral shim: <what failed>: <error>" to stderr and returns 126.
+func runShim(arg string) int {
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "corral shim: %s: %v\n", what, err)
+		return shimExitCode
+	}
+	var spec shimSpec
+	if err := json.Unmarshal([]byte(arg), &spec); err != nil {
+		return fail("reading its spec", err)
+	}
+	if spec.Path == "" || len(spec.Args) == 0 {
+		return fail("reading its spec", errors.New("no program to run"))
+	}
+	// 1. cgroups: from here on, everything the server starts is counted,
+	// limited, and killed with its cgroup.
+	for _, dir := range spec.Cgroups {
+		if err := joinCgroup(dir); err != nil {
+			return fail("joining cgroup "+dir, err)
+		}
+	}
+	// 2. sandbox (sandbox.go) goes here
+	// 3. the server, in this process's place.
+	return fail("executing "+spec.Path, syscall.Exec(spec.Path, spec.Args, os.Environ()))
+}
+
+// joinCgroup moves this process into the cgroup dir, v1 or v2 alike.
+func joinCgroup(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(os.Getpid())), 0)
+}
+
+// shimCommand returns the command that starts the server spec describes
+// through the shim, joining the cgroup directories dirs. The program is
+// resolved here as exec.Command would resolve it (PATH, then relative to the
+// working directory), so that a missing program is the same error as
+// without the shim.
+func shimCommand(spec processSpec, dirs []string) (*exec.Cmd, error) {
+	server := exec.Command(spec.command, spec.args...)
+	if server.Err != nil {
+		return nil, server.Err
+	}
+	path := server.Path
+	if !filepath.IsAbs(path) {
+		base := spec.dir
+		if base == "" {
+			base, _ = os.Getwd()
+		} else if !filepath.IsAbs(base) {
+			wd, _ := os.Getwd()
+			base = filepath.Join(wd, base)
+		}
+		path = filepath.Join(base, path)
+	}
+	if _, err := exec.LookPath(path); err != nil {
+		return nil, err // as exec.Cmd.Start would fail, before anything runs
+	}
+	arg, err := json.Marshal(shimSpec{Path: path, Args: server.Args, Cgroups: dirs})
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command("/proc/self/exe", shimArg, string(arg)), nil
+}
+
+// containedCommand returns the command that starts the server spec
+// describes, and its cgroup: through the shim, in a cgroup of its own, where
+// spec.cgroups puts servers in cgroups; as it is, with no cgroup, elsewhere.
+// Limits that cannot be enforced are an error: a server never runs without
+// the limits its config sets.
+func containedCommand(spec processSpec) (*exec.Cmd, *serverCgroup, error) {
+	cg, err := spec.cgroups.create(spec.name, spec.limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cg == nil {
+		return exec.Command(spec.command, spec.args...), nil, nil
+	}
+	cmd, err := shimCommand(spec, cg.dirs)
+	if err != nil {
+		cg.remove()
+		return nil, nil, err
+	}
+	return cmd, cg, nil
+}
+
+// overMemoryDescription says how a process of a server ended whose cgroup
+// had a process killed by the kernel over the memory limit of limit bytes,
+// after waitErr: "killed: over its memory limit of 512 MiB" when the server
+// itself was killed.
+func overMemoryDescription(waitErr error, limit int64) string {
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return "killed: over its memory limit of " + formatSize(limit)
+		}
+	}
+	what := "exit status 0"
+	if waitErr != nil {
+		what = waitErr.Error()
+	}
+	return what + ", after the kernel killed a process of it over its memory limit of " + formatSize(limit)
+}
