@@ -612,7 +612,7 @@ type server struct {
 	calls int // tools/call requests received so far; used by the reading goroutine only
 
 	tasks taskStore // tasks created by task-augmented calls (tasks.go)
-	hog [][]byte // what the alloc tool allocated, kept; guarded by mu
+	hog   [][]byte  // what the alloc tool allocated, kept; guarded by mu
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
