@@ -203,6 +203,10 @@ type ServerConfig struct {
 	// this server.
 	Supervision
 
+	// Prerequisite, if set, is a process corral starts, and waits for,
+	// before the server (see prereq.go).
+	Prerequisite *Prerequisite `json:"prerequisite,omitempty"`
+
 	// name is the key of this server in mcpServers.
 	name string
 

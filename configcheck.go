@@ -43,6 +43,7 @@ func (c *Config) resolved() []byte {
 				r.Headers[k] = secretMask
 			}
 		}
+		r.Prerequisite = s.Prerequisite.masked()
 		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
 		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
 		r.EnvFile = shown("envFile", s.EnvFile)

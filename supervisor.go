@@ -226,9 +226,9 @@ type link struct {
 // returns how long it was ready and why it ended. Local and remote servers
 // differ only in how the link is made: startChild or dial.
 func (b *backend) runOnce() (readyFor time.Duration, err error) {
-	connect := b.startChild
+	connect := b.withPrereq(b.startChild)
 	if b.cfg.URL != "" {
-		connect = b.dial
+		connect = b.withPrereq(b.dial)
 	}
 	b.startMu.Lock()
 	if b.isStopping() {
