@@ -140,6 +140,10 @@ type Config struct {
 	// a server entry may override each of them.
 	Supervision
 
+	// Admin holds the settings of the admin API (admin.go). If zero, it
+	// is off.
+	Admin AdminConfig `json:"admin"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -440,6 +444,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		}
 	}
 	p.validate(c)
+	p.validateAdmin(c)
 	c.token = p.readToken(c, path)
 
 	if len(ignored) > 0 && warn != nil {
