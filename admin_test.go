@@ -244,3 +244,34 @@ func TestAdminRegisteredServersSurviveSIGHUPAndYieldToTheFile(t *testing.T) {
 		t.Errorf("DELETE of dyn, now the file's = %d, want 409", status)
 	}
 }
+
+func TestAdminRegisteredServersGoWhenAReloadTurnsRegistrationOff(t *testing.T) {
+	t.Parallel()
+	src := adminConfig(t, "", `"file":{"command":"FAKE","args":["-state","STATE","-name","file"]}`)
+	tg := startGateway(t, src)
+	base := strings.TrimSuffix(tg.url, mcpPath)
+	if status, body := admin(t, base, "POST", adminServersPath, dynEntry("dyn", tg.dir, "d_")); status != http.StatusCreated {
+		t.Fatalf("POST = %d %s", status, body)
+	}
+	dynPID := serversNamed(t, tg.dir, "dyn")[0].PID
+	parse := func(src string) *Config {
+		cfg, err := ParseConfig("config.json", []byte(strings.ReplaceAll(strings.ReplaceAll(src, "STATE", tg.dir), "FAKE", fakeserverBin)), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if r := tg.gw.Reload(parse(src)); fmt.Sprint(r.Kept) != "[dyn file]" || !tg.gw.registered.has("dyn") {
+		t.Errorf("a reload of the same file kept %v, want [dyn file], dyn still registered", r.Kept)
+	}
+	off := strings.Replace(src, `"admin":{"registration":true},`, ``, 1)
+	if r := tg.gw.Reload(parse(off)); fmt.Sprint(r.Removed) != "[dyn]" {
+		t.Errorf("a reload that turns registration off removed %v, want [dyn]", r.Removed)
+	}
+	if gone, _, _ := procState(dynPID); !gone {
+		t.Errorf("the registered server %d still runs after registration was turned off", dynPID)
+	}
+	if status, _ := admin(t, base, "GET", adminServersPath, ""); status != http.StatusNotFound {
+		t.Errorf("GET with registration off = %d, want 404", status)
+	}
+}
