@@ -59,6 +59,7 @@ func (c *Config) resolved() []byte {
 		out.MCPServers[name] = &r
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
+	out.Admin.MaxDynamic = c.Admin.maxDynamic()
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

@@ -357,15 +357,15 @@ func TestPrerequisiteEnvIsMaskedByCheck(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "pw"), []byte("hunter2\n"), 0o600)
 	cfg, err := ParseConfig(filepath.Join(dir, "config.json"), []byte(`{"mcpServers":{"a":{"command":"x","prerequisite":{"command":"pg","args":["--user=${DBUSER}"],"env":{"PW":"${file:pw}","PLAIN":"p"},"ready":{"tcp":"127.0.0.1:5432"}}}}}`),
-		func(name string) (string, bool) { return "admin", name == "DBUSER" }, nil)
+		func(name string) (string, bool) { return "dbuser7", name == "DBUSER" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.MCPServers["a"].Prerequisite; got.Env["PW"] != "hunter2" || got.Args[0] != "--user=admin" || !got.managed() {
+	if got := cfg.MCPServers["a"].Prerequisite; got.Env["PW"] != "hunter2" || got.Args[0] != "--user=dbuser7" || !got.managed() {
 		t.Errorf("prerequisite = %+v, want its references expanded and managed", got)
 	}
 	out := string(cfg.resolved())
-	for _, secret := range []string{"hunter2", "admin", `"p"`} {
+	for _, secret := range []string{"hunter2", "dbuser7", `"p"`} {
 		if strings.Contains(out, secret) {
 			t.Errorf("-check prints %s:\n%s", secret, out)
 		}
