@@ -288,6 +288,19 @@ func TestPrerequisiteDeathRestartsItsServerWithIt(t *testing.T) {
 
 func TestUnmanagedPrerequisiteIsLeftRunningUnmarkedWhenCorralExits(t *testing.T) {
 	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			testPrerequisitesWhenCorralExits(t, sig)
+		})
+	}
+}
+
+// testPrerequisitesWhenCorralExits ends corral with sig, and checks that its
+// managed prerequisite is gone with it (stopped, or killed by its
+// parent-death signal) and that its unmanaged one is left running,
+// unmarked.
+func testPrerequisitesWhenCorralExits(t *testing.T, sig syscall.Signal) {
 	managed, unmanaged := freePort(t), freePort(t)
 	c := startCorral(t, `{"listen":"127.0.0.1:0","mcpServers":{
 		"a":{"command":"FAKE","args":["-state","STATE","-name","a","-prefix","a_"],"prerequisite":`+prereqJSON(t, managed, managed, false)+`},
@@ -305,13 +318,14 @@ func TestUnmanagedPrerequisiteIsLeftRunningUnmarkedWhenCorralExits(t *testing.T)
 	}
 	t.Cleanup(func() { syscall.Kill(kept, syscall.SIGKILL) })
 	c.waitLog(`the prerequisite is left to run on its own`)
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	if code := c.waitExit(30 * time.Second); code != 0 {
+	c.cmd.Process.Signal(sig)
+	if code := c.waitExit(30 * time.Second); sig == syscall.SIGTERM && code != 0 {
 		t.Fatalf("corral exited with %d", code)
 	}
-	if gone, _, _ := procState(byAddr[managed]); !gone {
-		t.Errorf("the managed prerequisite outlived corral")
-	}
+	waitFor(t, 5*time.Second, "the managed prerequisite to go with corral", func() bool {
+		gone, _, _ := procState(byAddr[managed])
+		return gone
+	})
 	if gone, _, _ := procState(kept); gone {
 		t.Fatalf("the unmanaged prerequisite (%d) did not outlive corral", kept)
 	}
