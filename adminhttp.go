@@ -73,7 +73,11 @@ func (h *httpFrontEnd) serveRegister(w http.ResponseWriter, r *http.Request) {
 	cfg := h.gw.config()
 	s, err := parseRegistration(cfg, body)
 	if err != nil {
-		h.audit(r, "register refused", "", nil, err.Error())
+		var named struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(body, &named) // for the audit line, if the body names a server at all
+		h.audit(r, "register refused", named.Name, nil, err.Error())
 		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}

@@ -142,6 +142,7 @@ func (b *backend) prereqSpec(pre *Prerequisite) processSpec {
 // exits first, when timeout passes first, or when stop is closed.
 func (r *prereqRun) waitReady(timeout time.Duration, stop <-chan struct{}) error {
 	name, cmd := r.b.name, r.pre.Command
+	end := time.Now().Add(timeout)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	var tick <-chan time.Time
@@ -157,7 +158,7 @@ func (r *prereqRun) waitReady(timeout time.Duration, stop <-chan struct{}) error
 	var lastErr error
 	for {
 		if r.pre.Ready.TCP != "" {
-			if lastErr = dialReady(r.pre.Ready.TCP, min(prereqDial, timeout)); lastErr == nil {
+			if lastErr = dialReady(r.pre.Ready.TCP, max(min(prereqDial, time.Until(end)), time.Millisecond)); lastErr == nil {
 				return nil
 			}
 		}
@@ -200,9 +201,10 @@ func (r *prereqRun) lastLine() string {
 // handOver gives up a ready unmanaged prerequisite: corral closes its ends
 // of the pipes, which carry nothing (its stdio is /dev/null), and forgets
 // it. The goroutine of startProcess that waits for it to exit stays until it
-// does, however long after corral stopped: a leak that cannot be avoided
-// without leaving a zombie, and one a process per start of its server at
-// most, since the next start sees it already running.
+// does, even after the gateway has stopped: a leak that cannot be avoided
+// without leaving a zombie to corral. There is at most one such goroutine
+// for each such process, and no more processes than starts of the server
+// that found none already running.
 func (r *prereqRun) handOver() {
 	p := r.proc
 	p.stdin.Close()
