@@ -144,6 +144,10 @@ type Config struct {
 	// entry may override each limit. If zero, no limits.
 	Limits Limits `json:"limits,omitzero"`
 
+	// Admin holds the settings of the admin API (admin.go). If zero, it
+	// is off.
+	Admin AdminConfig `json:"admin"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -217,6 +221,10 @@ type ServerConfig struct {
 	// Limits overrides, limit by limit, the top level's limits for this
 	// server.
 	Limits Limits `json:"limits,omitzero"`
+
+	// Prerequisite, if set, is a process corral starts, and waits for,
+	// before the server (see prereq.go).
+	Prerequisite *Prerequisite `json:"prerequisite,omitempty"`
 
 	// name is the key of this server in mcpServers.
 	name string
@@ -451,6 +459,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		}
 	}
 	p.validate(c)
+	p.validateAdmin(c)
 	c.token = p.readToken(c, path)
 
 	if len(ignored) > 0 && warn != nil {

@@ -44,6 +44,7 @@ func (c *Config) resolved() []byte {
 				r.Headers[k] = secretMask
 			}
 		}
+		r.Prerequisite = s.Prerequisite.masked()
 		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
 		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
 		r.EnvFile = shown("envFile", s.EnvFile)
@@ -59,6 +60,7 @@ func (c *Config) resolved() []byte {
 		out.MCPServers[name] = &r
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
+	out.Admin.MaxDynamic = c.Admin.maxDynamic()
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

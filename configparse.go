@@ -197,6 +197,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	} else {
 		p.parseLocal(s)
 	}
+	p.checkPrereq(s)
 	p.validateServer(name, s)
 	return s
 }
@@ -214,6 +215,8 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 	delete(fields, "type") // checkServerType's
 	for _, key := range slices.Sorted(maps.Keys(entry)) {
 		switch {
+		case key == "prerequisite":
+			p.decodePrereq(s, entry[key])
 		case fields[key] != nil:
 			p.decode(s.name, key, entry[key], fields[key])
 			if key == "env" {

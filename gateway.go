@@ -75,6 +75,10 @@ type Gateway struct {
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
 	owned goroutines
+
+	// registered are the servers added through the admin API (admin.go),
+	// which every reload keeps.
+	registered registry
 }
 
 const defaultPageSize = 1000
@@ -126,9 +130,15 @@ type reloadReport struct {
 // token, the session and stream limits, shutdownTimeout) apply at once;
 // listen, maxHeaderBytes and the read timeouts need a restart and keep their
 // old values. Reload blocks until the removed and changed servers are stopped.
+// The servers registered through the admin API are kept (registry.merge).
 func (g *Gateway) Reload(cfg *Config) reloadReport {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
+	return g.reload(g.registered.merge(cfg, g.log))
+}
+
+// reload is Reload of cfg as it is, with reloadMu held.
+func (g *Gateway) reload(cfg *Config) reloadReport {
 	var r reloadReport
 	g.mu.Lock()
 	old, oldCfg, closed := g.backends, g.cfg, g.closed
@@ -216,7 +226,8 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
 		Limits                    Limits
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s)})
+		Prerequisite              *Prerequisite
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite})
 	return string(b)
 }
 

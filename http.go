@@ -89,8 +89,8 @@ func (h *httpFrontEnd) shutdown() {
 }
 
 // ServeHTTP checks the request's Origin, Host and bearer token, then serves
-// /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz or
-// /metrics. It is safe for concurrent use.
+// /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz,
+// /metrics or the admin API (adminhttp.go). It is safe for concurrent use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
@@ -103,6 +103,10 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
 		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
+		return
+	}
+	if isAdminPath(r.URL.Path) {
+		h.serveAdmin(w, r)
 		return
 	}
 	switch r.URL.Path {

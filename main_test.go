@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == shimArg {
 		os.Exit(runShim(argOrEmpty(2))) // a server started contained, by a gateway of a test
 	}
+	if addr, ok := os.LookupEnv(listenerEnv); ok { // the test binary as a prerequisite (prereq_test.go)
+		os.Exit(runListener(addr, os.Args[len(os.Args)-1]))
+	}
 	dir, err := os.MkdirTemp("", "corral-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -778,3 +778,12 @@ func bareError(err error) error {
 	}
 	return err
 }
+
+// remoteHTTPClient returns the client for a remote server: no overall
+// timeout (calls have their own deadlines, and event streams last),
+// connections kept for concurrent calls, proxies from the environment.
+func remoteHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}

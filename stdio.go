@@ -51,6 +51,12 @@ type processSpec struct {
 	// Limits set where cgroups is not on are an error at start.
 	cgroups *cgroupTree
 	limits  Limits
+
+	// detached starts a process corral will leave running (an unmanaged
+	// prerequisite): in a session of its own, with no parent-death signal,
+	// and with /dev/null for stdin, stdout and stderr, so that it neither
+	// dies with corral nor on a write to a pipe corral no longer reads.
+	detached bool
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -117,6 +123,10 @@ func startProcess(spec processSpec) (*process, error) {
 		return nil, fmt.Errorf("starting server %q: cannot create pipes", spec.name)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if spec.detached {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 
 	p := &process{
 		spec:       spec,

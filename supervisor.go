@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -228,9 +227,9 @@ type link struct {
 // returns how long it was ready and why it ended. Local and remote servers
 // differ only in how the link is made: startChild or dial.
 func (b *backend) runOnce() (readyFor time.Duration, err error) {
-	connect := b.startChild
+	connect := b.withPrereq(b.startChild)
 	if b.cfg.URL != "" {
-		connect = b.dial
+		connect = b.withPrereq(b.dial)
 	}
 	b.startMu.Lock()
 	if b.isStopping() {
@@ -282,7 +281,7 @@ func (b *backend) startChild(m *mux) (link, error) {
 // run whose mux is m, and records both. The caller holds startMu. The
 // connection is over when the session expired, or a ping failed.
 func (b *backend) dial(m *mux) (link, error) {
-	rc := dialLink(b.cfg, b.gcfg, b.httpClient(), b.log)
+	rc := dialLink(b.cfg, b.gcfg, remoteHTTPClient(), b.log)
 	b.mu.Lock()
 	b.remote, b.mux, b.logLevel = rc, m, ""
 	b.mu.Unlock()
@@ -340,15 +339,6 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	stop()
 	wg.Wait()
 	return readyFor, m.err // set once done is closed
-}
-
-// httpClient returns the client for a remote server: no overall timeout
-// (calls have their own deadlines, and event streams last), connections
-// kept for concurrent calls, proxies from the environment.
-func (b *backend) httpClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
 }
 
 // pingLoop pings the server every PingInterval and stops it when it misses

@@ -1,0 +1,233 @@
+package main
+
+// This file holds runtime registration: the "admin" settings, the servers
+// registered through the admin API (adminhttp.go) and how they join and
+// leave the running config. A registered server is a server like any other
+// once added: it runs through Gateway.Reload's machinery, so that adding
+// and removing one starts and stops it as a reload does, and clients hear
+// of its tools by list_changed. Registered servers are kept in memory only:
+// they survive a reload (SIGHUP), not a restart of corral.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+)
+
+// AdminConfig holds the settings of the admin API. Its zero value turns it
+// off.
+type AdminConfig struct {
+	// Registration, if true, serves /admin/servers: servers may be
+	// registered and removed at runtime. It needs a bearer token.
+	Registration bool `json:"registration"`
+
+	// MaxDynamic bounds the servers registered at runtime at one time. If
+	// zero, 10.
+	MaxDynamic int `json:"maxDynamic"`
+}
+
+const defaultMaxDynamic = 10
+
+// maxDynamic returns MaxDynamic, or its default.
+func (a AdminConfig) maxDynamic() int { return firstSet(a.MaxDynamic, defaultMaxDynamic) }
+
+// UnmarshalJSON decodes the "admin" object, refusing keys it does not know
+// and values of the wrong type, with the key in the message.
+func (a *AdminConfig) UnmarshalJSON(data []byte) error {
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
+		return fmt.Errorf(`want an object such as {"registration": true, "maxDynamic": 10}, got %s`, jsonKind(data))
+	}
+	known := []string{"maxDynamic", "registration"}
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
+		var err error
+		switch key {
+		case "registration":
+			if err = json.Unmarshal(entry[key], &a.Registration); err != nil {
+				err = fmt.Errorf("registration: want true or false, got %s", jsonKind(entry[key]))
+			}
+		case "maxDynamic":
+			if err = json.Unmarshal(entry[key], &a.MaxDynamic); err != nil {
+				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
+			}
+		default:
+			if near, ok := nearest(key, known); ok {
+				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
+			} else {
+				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateAdmin checks the "admin" settings of c: registration runs
+// commands, so it is allowed only behind a bearer token.
+func (p *parser) validateAdmin(c *Config) {
+	if c.Admin.MaxDynamic < 0 {
+		p.errorf("", "admin.maxDynamic", "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", c.Admin.MaxDynamic, defaultMaxDynamic)
+	}
+	if c.Admin.Registration && c.AuthTokenFile == "" && c.AuthTokenEnv == "" {
+		p.errorf("", "admin.registration", "needs a bearer token: whoever may register a server runs a command as corral's user; set authTokenFile or authTokenEnv, or remove admin.registration")
+	}
+}
+
+// parseRegistration parses body, a POST to /admin/servers: a server entry,
+// as in mcpServers, with its "name". It is validated exactly as the config
+// file's entries are, by the same parser (relative paths from the config
+// file's directory, variables from corral's environment); the error holds
+// every problem, one per line, as the config file's would.
+func parseRegistration(cfg *Config, body []byte) (*ServerConfig, error) {
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(body, &entry); err != nil || entry == nil {
+		return nil, fmt.Errorf(`want a JSON object: a server entry, as in mcpServers, with its "name", e.g. {"name": "echo", "command": "npx", "args": ["-y", "..."]}`)
+	}
+	var name string
+	if raw, ok := entry["name"]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
+		return nil, errors.New(`"name": required, a string: the server's name, as its key in mcpServers would be`)
+	}
+	delete(entry, "name")
+	data, _ := json.Marshal(entry)
+	p := &parser{getenv: os.LookupEnv, path: cfg.file}
+	s := p.parseServer(name, data)
+	if s.Disabled && len(p.errs) == 0 {
+		p.errorf(name, "disabled", "a registered server cannot be disabled; register it when it should run")
+	}
+	if len(p.errs) > 0 {
+		return nil, p.err("POST " + adminServersPath)
+	}
+	return s, nil
+}
+
+// registry holds the servers registered at runtime, by name. Its zero value
+// is empty and ready to use; its methods are safe for concurrent use.
+//
+// Lock order: mu is a leaf. What changes the set is done under the
+// gateway's reloadMu, so that the set and the running config agree.
+type registry struct {
+	mu      sync.Mutex
+	servers map[string]*ServerConfig
+}
+
+// has reports whether name is a registered server.
+func (r *registry) has(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.servers[name] != nil
+}
+
+// merge returns cfg, a config read from the file, with the registered
+// servers added, and forgets those it cannot add: all of them when cfg
+// turns registration off, and each whose name is now in the file, whose
+// entry wins. Each it forgets is logged as an audit line.
+func (r *registry) merge(cfg *Config, log *slog.Logger) *Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.servers) == 0 {
+		return cfg
+	}
+	out := *cfg
+	out.MCPServers = maps.Clone(cfg.MCPServers)
+	for _, name := range slices.Sorted(maps.Keys(r.servers)) {
+		switch {
+		case !cfg.Admin.Registration:
+			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
+				"why", "the config no longer sets admin.registration: the servers registered at runtime are removed")
+		case cfg.MCPServers[name] != nil:
+			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
+				"why", "the config file now has a server of this name: the file's entry replaces the registered one")
+		default:
+			out.MCPServers[name] = r.servers[name]
+			continue
+		}
+		delete(r.servers, name)
+	}
+	return &out
+}
+
+// An adminError is a refusal of the admin API, with its HTTP status.
+type adminError struct {
+	status int
+	msg    string
+}
+
+func (e *adminError) Error() string { return e.msg }
+
+// register adds s, a server parsed by parseRegistration, to the running
+// config and starts it, as a reload that adds it would, and returns its
+// backend. It refuses a name already in use, and a server past maxDynamic.
+// It does not wait for the server to be ready.
+func (g *Gateway) register(s *ServerConfig) (*backend, error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	g.mu.Lock()
+	cfg, closed := g.cfg, g.closed
+	g.mu.Unlock()
+	name := s.Name()
+	g.registered.mu.Lock()
+	n := len(g.registered.servers)
+	g.registered.mu.Unlock()
+	switch {
+	case closed:
+		return nil, &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
+	case g.registered.has(name):
+		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
+	case cfg.MCPServers[name] != nil:
+		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
+	case n >= cfg.Admin.maxDynamic():
+		return nil, &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", n)}
+	}
+	g.registered.mu.Lock()
+	if g.registered.servers == nil {
+		g.registered.servers = map[string]*ServerConfig{}
+	}
+	g.registered.servers[name] = s
+	g.registered.mu.Unlock()
+	next := *cfg
+	next.MCPServers = maps.Clone(cfg.MCPServers)
+	next.MCPServers[name] = s
+	g.reload(&next)
+	for _, b := range g.backendList() {
+		if b.name == name {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("server %q was registered but has no backend", name) // a broken invariant, reported
+}
+
+// unregister removes the registered server name from the running config
+// and stops it with the stop ladder, as a reload that removes it would. It
+// blocks until the server is stopped. It refuses a server of the config
+// file, and a name it does not know.
+func (g *Gateway) unregister(name string) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	g.mu.Lock()
+	cfg, closed := g.cfg, g.closed
+	g.mu.Unlock()
+	switch {
+	case closed:
+		return &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
+	case !g.registered.has(name) && cfg.MCPServers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q comes from the config file %s, not from the admin API; remove it there and reload (SIGHUP)", name, cfg.file)}
+	case !g.registered.has(name):
+		return &adminError{http.StatusNotFound, fmt.Sprintf("no server %q is registered", name)}
+	}
+	g.registered.mu.Lock()
+	delete(g.registered.servers, name)
+	g.registered.mu.Unlock()
+	next := *cfg
+	next.MCPServers = maps.Clone(cfg.MCPServers)
+	delete(next.MCPServers, name)
+	g.reload(&next)
+	return nil
+}
