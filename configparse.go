@@ -322,6 +322,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
 	}
 	p.validateSupervision(name, s.Supervision)
+	p.validateScope(name, s)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string
