@@ -90,6 +90,10 @@ func TestSessionScopeGivesEachSessionItsOwnProcessStoppedWithIt(t *testing.T) {
 	if h := report.Backends[0]; h.State != stateReady || h.Scope != scopeSession || h.Instances == nil || *h.Instances != 2 {
 		t.Errorf("health = %+v, want ready, scope session, 2 instances", h)
 	}
+	e := getMetrics(t, strings.TrimSuffix(tg.url, mcpPath)+"/metrics")
+	if v, ok := e.samples[`corral_server_instances{server="a"}`]; !ok || v != 2 {
+		t.Errorf("corral_server_instances{server=\"a\"} = %v (present %v), want 2", v, ok)
+	}
 
 	p1 := sessionProcess(t, tg, one)
 	deleteSession(t, one)
@@ -237,4 +241,45 @@ func TestScopeConfigErrorsNameTheServerAndField(t *testing.T) {
 	if s := c.Servers()[0]; !s.sessionScoped() || s.maxInstances() != defaultMaxInstances {
 		t.Errorf("scope session = %v, maxInstances = %d, want session and %d", s.sessionScoped(), s.maxInstances(), defaultMaxInstances)
 	}
+}
+
+// onlyProcess returns the process of the one session that has one of
+// session-scoped server "a" in gw.
+func onlyProcess(t *testing.T, gw *Gateway) *process {
+	t.Helper()
+	owners := gw.scopes.pool(gw.backendList()[0]).owners()
+	if len(owners) != 1 {
+		t.Fatalf("%d sessions have a process of the server, want 1", len(owners))
+	}
+	for _, b := range owners {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.proc
+	}
+	return nil
+}
+
+func TestSessionScopeProcessEndsWhenTheSessionExpiresOrItsSSEStreamCloses(t *testing.T) {
+	t.Parallel()
+	t.Run("idle expiry", func(t *testing.T) {
+		tg := startGateway(t, scopedConfig(""))
+		c := connect(t, tg.url)
+		whoami(t, c, "1")
+		p := onlyProcess(t, tg.gw)
+		if n := tg.h.expireIdle(time.Now().Add(1000 * time.Hour)); n != 1 {
+			t.Fatalf("expireIdle ended %d sessions, want 1", n)
+		}
+		exited(t, p, "the expired session's process")
+	})
+	t.Run("legacy SSE stream closed", func(t *testing.T) {
+		f := startSSEFront(t, scopedConfig(""), 0)
+		c := dialSSEFront(t, f.base, "", true)
+		c.initialize(`{}`)
+		if m := c.call("1", "tools/call", `{"name":"whoami","arguments":{}}`); m.Error != nil {
+			t.Fatalf("whoami over legacy SSE = %+v", m.Error)
+		}
+		p := onlyProcess(t, f.gw)
+		c.close()
+		exited(t, p, "the closed stream's session's process")
+	})
 }
