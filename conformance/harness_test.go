@@ -159,6 +159,7 @@ type serverSpec struct {
 	Name   string
 	flags  []string // fakeserver flags beyond the suite's own
 	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
+	scope  string   // "session": a process of the server per client session (setting "sessionScope")
 }
 
 // templateServer is a server as config templates see it.
@@ -168,6 +169,7 @@ type templateServer struct {
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
 	Prefix      string // the prefix the gateway is to give its names; "" for none
+	Scope       string // "session" for a process of the server per client session; "" for the gateway's default
 }
 
 // templateData is what adapter templates see.
@@ -317,6 +319,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.prefix != "" && !adapter.has("prefix") {
 			skip(t, "the adapter has no prefix setting")
 		}
+		if s.scope != "" && !adapter.has("sessionScope") {
+			skip(t, "the adapter has no sessionScope setting (a process of a server per client session)")
+		}
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -328,7 +333,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	for _, s := range servers {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, Scope: s.scope})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
