@@ -283,3 +283,46 @@ func TestSessionScopeProcessEndsWhenTheSessionExpiresOrItsSSEStreamCloses(t *tes
 		exited(t, p, "the closed stream's session's process")
 	})
 }
+
+// TestSessionScopeHundredSessionsLeaveNoProcess is the figure of
+// docs/performance.md: 100 sessions, ten at a time, each calling a
+// session-scoped server and ending with DELETE, leave no process of it
+// running, while corral still runs.
+func TestSessionScopeHundredSessionsLeaveNoProcess(t *testing.T) {
+	t.Parallel()
+	const sessions, atOnce = 100, 10
+	tg := startGateway(t, scopedConfig(""))
+	start := time.Now()
+	procs := make(chan *process, sessions)
+	pids := make(chan int, sessions)
+	for batch := 0; batch < sessions; batch += atOnce {
+		// A batch's subtests run in parallel; t.Run returns when all end.
+		t.Run(fmt.Sprintf("sessions %d-%d", batch+1, batch+atOnce), func(t *testing.T) {
+			for i := range atOnce {
+				t.Run(fmt.Sprint(batch+i+1), func(t *testing.T) {
+					t.Parallel()
+					c := connect(t, tg.url)
+					pids <- whoami(t, c, "1")
+					procs <- sessionProcess(t, tg, c)
+					deleteSession(t, c)
+				})
+			}
+		})
+	}
+	close(procs)
+	close(pids)
+	for p := range procs {
+		exited(t, p, "an ended session's process")
+	}
+	distinct := map[int]bool{}
+	for pid := range pids {
+		distinct[pid] = true
+	}
+	left := markedProcesses(tg.gw.instance, "")
+	report, _ := tg.gw.health()
+	t.Logf("%d sessions (%d at a time) in %s: %d distinct processes; processes of the server left running: %d; instances: %d",
+		sessions, atOnce, time.Since(start).Round(time.Millisecond), len(distinct), len(left), *report.Backends[0].Instances)
+	if len(distinct) != sessions || len(left) != 0 || *report.Backends[0].Instances != 0 {
+		t.Errorf("want %d processes, none left, 0 instances", sessions)
+	}
+}
