@@ -326,3 +326,35 @@ func TestSessionScopeHundredSessionsLeaveNoProcess(t *testing.T) {
 		t.Errorf("want %d processes, none left, 0 instances", sessions)
 	}
 }
+
+func TestSessionScopeServerRequestWithNoCallInFlightGoesOnTheSessionsStream(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, scopedConfig(""))
+	p := newHTTPPeer(t, tg.url, fullCaps)
+	if m, _ := p.call("tools/call", `{"name":"roots_later","arguments":{"delay_ms":50}}`); text(t, m) != "asking later" {
+		t.Fatalf("roots_later = %q", text(t, m))
+	}
+	var req *wireMsg
+	select {
+	case req = <-p.notes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request of the server's came on the session's GET stream within 30s")
+	}
+	if req.Method != "roots/list" || req.ID == nil {
+		t.Fatalf("the GET stream carried %s %s, want the server's roots/list", req.Method, req.Params)
+	}
+	(&client{t: t, url: p.url, sid: p.sid}).post(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"roots":[{"uri":"file:///mine","name":"mine"}]}}`)
+	waitFor(t, 10*time.Second, "the server to record the session's roots", func() bool {
+		for _, s := range fakeProcesses(t, tg.dir) {
+			for _, e := range fakeEvents(t, tg.dir, s.PID) {
+				if e.Event == "roots-later" {
+					if !strings.Contains(e.Reason, "file:///mine") {
+						t.Fatalf("the server got %q, want the session's roots", e.Reason)
+					}
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
