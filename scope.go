@@ -498,9 +498,14 @@ func (p *instancePool) owners() map[*session]*backend {
 }
 
 // subscribeScoped answers session s's resources/subscribe to a resource
-// of session-scoped server b: its own process of b hears of it.
+// of session-scoped server b: its own process of b hears of it. A
+// 2026-07-28 listen request's session, which never initialized, gets
+// errNeedsSession: its subscription would start a process of its own.
 func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
-	inst, werr := g.scoped(s, false, b)
+	s.mu.Lock()
+	sessionless := s.protocolVersion == ""
+	s.mu.Unlock()
+	inst, werr := g.scoped(s, sessionless, b)
 	if werr != nil {
 		return nil, werr
 	}

@@ -358,3 +358,40 @@ func TestSessionScopeServerRequestWithNoCallInFlightGoesOnTheSessionsStream(t *t
 		return false
 	})
 }
+
+func TestSessionScopeLogsAndResourceUpdatesGoToTheOwnerOnly(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, scopedConfig(""))
+	a, b := newHTTPPeer(t, tg.url, `{}`), newHTTPPeer(t, tg.url, `{}`)
+	for _, p := range []*peer{a, b} {
+		if m, _ := p.call("logging/setLevel", `{"level":"info"}`); m.Error != nil {
+			t.Fatalf("logging/setLevel: %+v", m.Error)
+		}
+	}
+	if m, _ := a.call("resources/subscribe", `{"uri":"fake://a/counter"}`); m.Error != nil {
+		t.Fatalf("resources/subscribe: %+v", m.Error)
+	}
+	a.call("tools/call", `{"name":"log","arguments":{"data":"from A"}}`)
+	a.call("tools/call", `{"name":"touch","arguments":{}}`)
+	// B's process logs and changes its counter too: none of it is A's.
+	b.call("tools/call", `{"name":"touch","arguments":{}}`)
+	b.call("tools/call", `{"name":"log","arguments":{"data":"from B"}}`)
+	a.call("tools/call", `{"name":"touch","arguments":{}}`)
+
+	describe := func(m *wireMsg) string {
+		var p struct{ Data, URI string }
+		json.Unmarshal(m.Params, &p)
+		return m.Method + " " + p.Data + p.URI
+	}
+	var got []string
+	for range 3 {
+		got = append(got, describe(a.nextExcept(listChanged...)))
+	}
+	want := []string{"notifications/message from A", "notifications/resources/updated fake://a/counter", "notifications/resources/updated fake://a/counter"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("session A's stream carried %q, want %q", got, want)
+	}
+	if got := describe(b.nextExcept(listChanged...)); got != "notifications/message from B" {
+		t.Errorf("session B's first message was %q, want its own process's log message", got)
+	}
+}
