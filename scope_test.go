@@ -395,3 +395,26 @@ func TestSessionScopeLogsAndResourceUpdatesGoToTheOwnerOnly(t *testing.T) {
 		t.Errorf("session B's first message was %q, want its own process's log message", got)
 	}
 }
+
+func TestSessionScopeReloadThatChangesTheServerStopsEverySessionsProcess(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, scopedConfig(""))
+	c := connect(t, tg.url)
+	old := whoami(t, c, "1")
+	p := sessionProcess(t, tg, c)
+	next := strings.NewReplacer("FAKE", fakeserverBin, "STATE", tg.dir).Replace(scopedConfig(`,"maxInstances":3`))
+	cfg, err := ParseConfig("next.json", []byte(next), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tg.gw.Reload(cfg); fmt.Sprint(r.Changed) != "[a]" {
+		t.Fatalf("Reload = %+v, want a changed", r)
+	}
+	exited(t, p, "the session's process of the changed server") // Reload returns once it is gone
+	for _, b := range tg.gw.backendList() {
+		<-b.firstDone // the new probe has listed the server
+	}
+	if got := whoami(t, c, "2"); got == old {
+		t.Errorf("after the reload the session's call reached the old process %d", old)
+	}
+}
