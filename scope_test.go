@@ -418,3 +418,15 @@ func TestSessionScopeReloadThatChangesTheServerStopsEverySessionsProcess(t *test
 		t.Errorf("after the reload the session's call reached the old process %d", old)
 	}
 }
+
+func TestPerSessionExampleParses(t *testing.T) {
+	c, err := LoadConfig("examples/per-session.json", func(string) (string, bool) { return "", false }, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Servers() {
+		if want := s.Name() == "everything"; s.sessionScoped() != want {
+			t.Errorf("server %q session-scoped = %v, want %v", s.Name(), s.sessionScoped(), want)
+		}
+	}
+}
