@@ -435,3 +435,23 @@ func TestPerSessionExampleParses(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionScopeTasksOfTwoSessionsProcessesDoNotCollide(t *testing.T) {
+	t.Parallel()
+	// Each session's process numbers its tasks task-1, task-2...
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a","-capabilities","tools,tasks"],"scope":"session"}}}`)
+	one, two := newHTTPPeer(t, tg.url, `{}`), newHTTPPeer(t, tg.url, `{}`)
+	first := createTask(t, one, "task", 60000)
+	second := createTask(t, two, "task", 60000)
+	for _, c := range []struct {
+		p    *peer
+		task taskState
+	}{{one, first}, {two, second}} {
+		m, _ := c.p.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, c.task.TaskID))
+		var got taskState
+		result(t, m, &got)
+		if got != (taskState{c.task.TaskID, "working"}) {
+			t.Errorf("tasks/get of the session's own task %s = %s %+v, want it working", c.task.TaskID, m.Result, m.Error)
+		}
+	}
+}
