@@ -210,6 +210,14 @@ type ServerConfig struct {
 	// MaxInFlight overrides Config.MaxInFlight for this server.
 	MaxInFlight int `json:"maxInFlight"`
 
+	// Scope is "shared" (one process for every session) or "session" (a
+	// process per client session; see scope.go). If empty, "shared".
+	Scope string `json:"scope,omitempty"`
+
+	// MaxInstances bounds the processes of a session-scoped server. If
+	// zero, defaultMaxInstances.
+	MaxInstances int `json:"maxInstances,omitempty"`
+
 	// MaxCatalogItems and MaxCatalogBytes override Config's for this server.
 	MaxCatalogItems int   `json:"maxCatalogItems"`
 	MaxCatalogBytes int64 `json:"maxCatalogBytes"`

@@ -334,6 +334,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 	}
 	p.validateSupervision(name, s.Supervision)
 	p.validateLimits(name, s.Limits)
+	p.validateScope(name, s)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string

@@ -71,6 +71,7 @@ type Gateway struct {
 	subs     *subscriptions   // the sessions' subscriptions to resources
 	parked   *parkedExchanges // modern clients' calls waiting for their input
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
+	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
 
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
@@ -97,7 +98,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s))
+		g.backends = append(g.backends, g.newServer(cfg, s))
 	}
 	return g
 }
@@ -173,7 +174,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
-		nb := newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+		nb := g.newServer(cfg, s)
 		next = append(next, nb)
 		starting = append(starting, nb)
 		if b != nil {
@@ -202,12 +203,12 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.stop(nil, why[b])
+			g.stopServer(b, nil, why[b])
 		}()
 	}
 	wg.Wait()
 	for _, b := range starting {
-		b.start()
+		g.startServer(b)
 	}
 	return r
 }
@@ -227,14 +228,17 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		MaxLine                   int64
 		Limits                    Limits
 		Prerequisite              *Prerequisite
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite})
+		Scope                     string
+		MaxInstances              int
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite,
+		s.Scope, s.MaxInstances})
 	return string(b)
 }
 
 // Start starts every backend in parallel and returns at once.
 func (g *Gateway) Start() {
 	for _, b := range g.backendList() {
-		b.start()
+		g.startServer(b)
 	}
 }
 
@@ -265,7 +269,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.stop(hurry, "was stopped: corral is shutting down")
+			g.stopServer(b, hurry, "was stopped: corral is shutting down")
 		}()
 	}
 	wg.Wait()
@@ -547,7 +551,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		r = in.rules.result(msg.ID, g.clientURIs(b, answer.Result), cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
-		b.metrics.observe(outcome, time.Since(start))
+		b.counted().observe(outcome, time.Since(start))
 	}
 	return r
 }

@@ -21,6 +21,11 @@ type health struct {
 	Prompts   int `json:"prompts"`
 	Resources int `json:"resources"`
 	Templates int `json:"resourceTemplates"`
+
+	// Scope is "session" for a session-scoped server, whose Instances are
+	// its processes, one per session (scope.go); else both are left out.
+	Scope     string `json:"scope,omitempty"`
+	Instances *int64 `json:"instances,omitempty"`
 }
 
 // health returns what /healthz reports of the backend now. It is safe for
@@ -45,6 +50,9 @@ func (b *backend) health() health {
 		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
 	default:
 		h.Error = b.lastErr
+	}
+	if b.scope != nil && b.scope.catalog == nil {
+		b.scope.reportScope(&h, b.state)
 	}
 	return h
 }

@@ -108,6 +108,7 @@ type fakeEvent struct {
 	URIs          []string        `json:"uris"`
 	Meta          json.RawMessage `json:"meta"`
 	Level         string          `json:"level"`
+	Reason        string          `json:"reason"`
 }
 
 // fakeProcesses returns the state of every process recorded in dir.

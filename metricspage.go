@@ -23,6 +23,7 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 	writeCallCounts(&b, snaps)
 	writeCallDurations(&b, snaps)
 	writeServerStates(&b, snaps)
+	writeInstances(&b, snaps)
 	metricFamily(&b, "corral_sessions", "gauge", "Open MCP sessions, over every front end.")
 	fmt.Fprintf(&b, "corral_sessions %d\n", gw.sessions.count())
 	if h != nil {
@@ -127,6 +128,21 @@ func writeServerStates(b *strings.Builder, snaps []backendMetrics) {
 	metricFamily(b, "corral_in_flight", "gauge", "Requests sent to a server and not yet answered.")
 	for _, s := range snaps {
 		fmt.Fprintf(b, "corral_in_flight{server=\"%s\"} %d\n", s.name, s.h.InFlight)
+	}
+}
+
+// writeInstances writes the number of processes of each session-scoped
+// server, if any: one series per server, not one per session.
+func writeInstances(b *strings.Builder, snaps []backendMetrics) {
+	header := false
+	for _, s := range snaps {
+		if s.h.Instances != nil {
+			if !header {
+				metricFamily(b, "corral_server_instances", "gauge", `Processes of a server with "scope": "session", one per session.`)
+				header = true
+			}
+			fmt.Fprintf(b, "corral_server_instances{server=\"%s\"} %d\n", s.name, *s.h.Instances)
+		}
 	}
 }
 

@@ -85,6 +85,9 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		result, err = g.list(ctx, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
 		b, params, token, werr := g.route(ctx, msg)
+		if werr == nil {
+			b, werr = g.scoped(s, in.era == eraModern, b) // a session-scoped server's process of s
+		}
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}

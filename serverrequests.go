@@ -82,7 +82,6 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
 	}
 	info, known := methods[msg.Method]
-	capability := info.capability
 	if !known || info.from != fromServer || info.notification {
 		fail(codeMethodNotFound, "corral does not pass %s from servers to clients", msg.Method)
 		return
@@ -107,6 +106,22 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
 		return
 	}
+	g.passRequest(b, m, msg, rel)
+}
+
+// passRequest passes msg, a request of server b's over m, to the client of
+// rel, the call it is about (or, for a session-scoped server's process,
+// the session's own stream): on rel's stream, under an ID of the
+// session's. The server gets an error instead when the client did not
+// declare the capability the request needs, or too many requests wait.
+// It does not block.
+func (g *Gateway) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
+	fail := func(code int, format string, args ...any) {
+		why := fmt.Sprintf(format, args...)
+		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
+		m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
+	}
+	capability := methods[msg.Method].capability
 	if rel.caps[capability] == nil {
 		fail(codeMethodNotFound, "the client did not declare the %s capability, so corral does not pass %s to it", capability, msg.Method)
 		return

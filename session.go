@@ -268,6 +268,7 @@ func (g *Gateway) endSession(s *session) {
 			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
 		}
 	}
+	g.endScoped(s)
 	g.unsubscribeAll(s)
 	g.forgetSessionTasks(s)
 	if level != "" {
@@ -340,6 +341,7 @@ func (g *Gateway) applyLogLevel() {
 	for _, b := range g.backendList() {
 		b.setLogLevel(level)
 	}
+	g.applyScopedLogLevels()
 }
 
 // wantedLogLevel returns the most verbose level a session asked for, or "".

@@ -113,6 +113,9 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 	if !b.capabilities().flag("resources", "subscribe") {
 		return nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q, which serves %q, does not offer subscriptions", b.name, uri)}
 	}
+	if b.scope != nil {
+		return g.subscribeScoped(ctx, s, b, key, uri, params)
+	}
 	if !g.subs.add(key, s, uri) {
 		return struct{}{}, nil
 	}
@@ -135,6 +138,9 @@ func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMe
 	b, key, _, err := g.subscription(ctx, "resources/unsubscribe", params)
 	if err != nil {
 		return nil, err
+	}
+	if b.scope != nil {
+		return g.unsubscribeScoped(ctx, s, b, key)
 	}
 	if g.subs.drop(key, s) {
 		b.unsubscribe(ctx, key.uri)
@@ -167,7 +173,7 @@ func (g *Gateway) unsubscribeAll(s *session) {
 			continue
 		}
 		for _, b := range g.backendList() {
-			if b.name == key.server {
+			if b.name == key.server && b.scope == nil { // a session's own process goes with it
 				g.owned.goOrRun(func() { b.unsubscribe(context.Background(), key.uri) })
 			}
 		}

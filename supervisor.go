@@ -89,7 +89,7 @@ type backend struct {
 	firstOnce    sync.Once
 
 	metrics callMetrics
-
+	scope   *backendScope // nil unless the server's scope is "session" (scope.go)
 	// gw is the gateway above, as far as the backend reaches it.
 	gw backendEvents
 
@@ -195,7 +195,7 @@ func (b *backend) run() {
 // process group (descendants that called setsid or double-forked), found by
 // the marker in their environment, and reaps those re-parented to corral.
 func (b *backend) sweep() {
-	if killed := sweepMarked(b.instance, b.name, b.reaper); len(killed) > 0 {
+	if killed := sweepMarked(b.instance, b.markerName(), b.reaper); len(killed) > 0 {
 		b.log.Warn("killed processes the server left behind outside its process group", "pids", pidList(killed))
 	}
 }
@@ -502,9 +502,9 @@ func (b *backend) processSpec() processSpec {
 		env = append(env, k+"="+b.cfg.Env[k]) // later entries win
 	}
 	// The marker goes last, after the user's env, so that it wins.
-	env = append(env, markerEnv(b.instance, b.name)...)
+	env = append(env, markerEnv(b.instance, b.markerName())...)
 	return processSpec{
-		name:      b.name,
+		name:      b.markerName(), // a session's process has a cgroup of its own
 		command:   b.cfg.Command,
 		args:      b.cfg.Args,
 		env:       env,

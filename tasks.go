@@ -36,7 +36,9 @@ type task struct {
 	expires time.Time // when the server may forget it (its ttl); zero if never
 }
 
-// taskKey names a task as its server knows it.
+// taskKey names a task as its server knows it: server is the backend's
+// markerName, so that the processes of a session-scoped server, which
+// number their tasks alike, each have their own.
 type taskKey struct {
 	server, id string
 }
@@ -91,7 +93,7 @@ func (t *taskTable) release(s *session) {
 func (t *taskTable) add(s *session, b *backend, id string, ttl time.Duration, now time.Time) *task {
 	var raw [16]byte
 	rand.Read(raw[:])
-	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.name, id}, b: b, s: s}
+	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, s: s}
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
@@ -292,7 +294,7 @@ func (g *Gateway) relatedTask(b *backend, params json.RawMessage) (tk *task, sta
 	if !ok || json.Unmarshal(params[start:end], &id) != nil {
 		return nil, 0, 0
 	}
-	if tk = g.tasks.ofServer(b.name, id); tk == nil || tk.b != b {
+	if tk = g.tasks.ofServer(b.markerName(), id); tk == nil || tk.b != b {
 		return nil, 0, 0
 	}
 	return tk, start, end
@@ -368,7 +370,7 @@ func (g *Gateway) taskStatus(b *backend, params json.RawMessage) {
 		TaskID string `json:"taskId"`
 	}
 	json.Unmarshal(params, &p)
-	tk := g.tasks.ofServer(b.name, p.TaskID)
+	tk := g.tasks.ofServer(b.markerName(), p.TaskID)
 	if tk == nil || tk.b != b {
 		b.log.Debug("task status of no session's task dropped", "task", p.TaskID)
 		return

@@ -164,6 +164,7 @@ type serverSpec struct {
 	url    string   // a remote server's URL; "" for one the gateway runs
 	typ    string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
 	limits limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
+	scope  string   // "session": a process of the server per client session (setting "sessionScope")
 }
 
 // templateServer is a server as config templates see it.
@@ -181,6 +182,7 @@ type templateServer struct {
 	MemoryLimit      string
 	MemoryLimitBytes int64
 	PidsLimit        int
+	Scope            string // "session" for a process of the server per client session; "" for the gateway's default
 }
 
 // templateData is what adapter templates see.
@@ -334,6 +336,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 			skip(t, "the adapter has no remote setting (a server named by URL)")
 		}
 		s.limits.check(t)
+		if s.scope != "" && !adapter.has("sessionScope") {
+			skip(t, "the adapter has no sessionScope setting (a process of a server per client session)")
+		}
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -350,7 +355,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
 			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix,
-			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids})
+			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids, Scope: s.scope})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {

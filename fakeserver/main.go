@@ -236,6 +236,11 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
+//	roots_later {delay_ms?: int}
+//		Answer "asking later" at once; delay_ms milliseconds later (default
+//		100), with no call in flight, send roots/list and record
+//		{"event":"roots-later","reason":WHAT}, WHAT being "roots: " followed
+//		by the compact result, or "roots failed: CODE MESSAGE".
 //	task {ms?: int, elicit?: bool}
 //		After ms milliseconds (default 200), answer "task done MS". Called
 //		as a task, create one that ends so, asking the client first with

@@ -100,6 +100,9 @@ func (s *server) addTools() {
 		"message": {"string", `Message to show the user (default "name?").`},
 	}, s.elicit)
 	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
+	add("roots_later", "Answers at once, then asks the client for roots/list outside any call.", map[string]property{
+		"delay_ms": integer("Milliseconds after the answer (default 100)."),
+	}, s.rootsLater)
 	add("task", `Answers "task done MS" after MS; called as a task (with -capabilities ...,tasks), creates one that ends so.`, map[string]property{
 		"ms":     integer("Milliseconds until done (default 200)."),
 		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
@@ -484,6 +487,35 @@ func (s *server) elicit(c *call, args json.RawMessage) {
 	default:
 		replyText(c, "elicited: "+string(compact(result)))
 	}
+}
+
+// rootsLater answers at once, then, after delay_ms, asks the client for
+// roots/list with no call of the client's in flight (as servers that ask
+// for roots at start do), and records what came back as a "roots-later"
+// event. The asking ends with the answer, or after clientTimeout.
+func (s *server) rootsLater(c *call, args json.RawMessage) {
+	var a struct {
+		DelayMS *int `json:"delay_ms"`
+	}
+	if !decodeArgs(c, args, &a) {
+		return
+	}
+	delay := 100 * time.Millisecond
+	if a.DelayMS != nil {
+		delay = time.Duration(*a.DelayMS) * time.Millisecond
+	}
+	replyText(c, "asking later")
+	go func() {
+		time.Sleep(delay)
+		ctx, cancel := context.WithTimeout(context.Background(), clientTimeout+time.Second)
+		defer cancel()
+		result, failure, _ := s.ask(&call{s: s, ctx: ctx}, "roots/list", nil)
+		what := "roots: " + string(compact(result))
+		if failure != "" {
+			what = "roots failed: " + failure
+		}
+		s.record(event{Event: "roots-later", Reason: what})
+	}()
 }
 
 func (s *server) roots(c *call, args json.RawMessage) {

@@ -1,0 +1,542 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Server scopes. A server with "scope": "session" runs one process for
+// each client session that calls it, started at the session's first
+// request to it and stopped with the stop ladder when the session ends;
+// everything the process sends (its requests to the client, progress, log
+// messages, resource updates) belongs to that session alone.
+//
+// Such a server has two kinds of backends. Its catalog backend is the one
+// in Gateway.backends: it runs once, as a probe, when corral starts (or a
+// reload adds the server), to list the server's tools, prompts and
+// resources for the catalog, and is stopped as soon as it has. A session's
+// backend is a backend like any other (supervised, restarted on a crash
+// with the usual backoff and breaker), owned by one session: it reports to
+// sessionEvents, which pass what it says to that session only, and it
+// marks its processes with a name of its own (name#N), so that its sweep
+// spares the other sessions' processes of the server.
+
+// The server scopes.
+const (
+	scopeShared  = "shared"  // one process for every session (the default)
+	scopeSession = "session" // one process per session
+)
+
+// defaultMaxInstances bounds the processes of one session-scoped server
+// when its config does not: a process per session, and sixteen sessions
+// of one server are many for one machine (each Node server holds 50-150 MB).
+const defaultMaxInstances = 16
+
+// sessionScoped reports whether the server runs a process per session.
+func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
+
+// maxInstances returns the bound on the server's processes: its
+// maxInstances, or defaultMaxInstances if zero.
+func (s *ServerConfig) maxInstances() int {
+	if s.MaxInstances > 0 {
+		return s.MaxInstances
+	}
+	return defaultMaxInstances
+}
+
+// validateScope checks the server's scope and maxInstances.
+func (p *parser) validateScope(name string, s *ServerConfig) {
+	switch s.Scope {
+	case "", scopeShared, scopeSession:
+	default:
+		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
+	}
+	if s.sessionScoped() && s.URL != "" {
+		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
+	}
+	if s.sessionScoped() && s.Prerequisite != nil {
+		// A managed prerequisite lives as long as one run of its server, so
+		// the first session's process to stop would stop the prerequisite
+		// every other session's process uses.
+		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
+	}
+	switch {
+	case s.MaxInstances < 0:
+		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
+	case s.MaxInstances > 0 && !s.sessionScoped():
+		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
+	}
+}
+
+// backendScope is what a backend of a session-scoped server holds beyond a
+// shared server's. It is data only: the backend reads marker, and the
+// gateway the rest.
+type backendScope struct {
+	// On a session's backend:
+	marker  string   // the server's name in its processes' marker: name#N
+	catalog *backend // the server's catalog backend, whose metrics count this one's calls
+
+	// On the catalog backend:
+	instances atomic.Int64 // the server's processes for sessions not yet stopped
+	listed    atomic.Bool  // the probe listed the server and was stopped
+}
+
+// markerName returns the server name in the marker of b's processes (see
+// markerEnv): its own for a session's backend, else the server's.
+func (b *backend) markerName() string {
+	if b.scope != nil && b.scope.marker != "" {
+		return b.scope.marker
+	}
+	return b.name
+}
+
+// counted returns the call metrics that count b's calls: a session's
+// backend's count as its server's.
+func (b *backend) counted() *callMetrics {
+	if b.scope != nil && b.scope.catalog != nil {
+		return &b.scope.catalog.metrics
+	}
+	return &b.metrics
+}
+
+// reportScope completes h, the health of the catalog backend of a
+// session-scoped server whose state is state, with its scope and number of
+// processes. Once its probe has listed it, the server is ready: a
+// session's call starts a process of its own. The caller holds b.mu.
+func (sc *backendScope) reportScope(h *health, state backendState) {
+	n := sc.instances.Load()
+	h.Scope, h.Instances = scopeSession, &n
+	if state == stateStopped && sc.listed.Load() {
+		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
+	}
+}
+
+// scopedServers are the session-scoped servers' pools of processes, by
+// catalog backend. Its zero value is ready to use; its methods are safe for
+// concurrent use.
+//
+// Lock order: mu is a leaf.
+type scopedServers struct {
+	mu    sync.Mutex
+	pools map[*backend]*instancePool
+}
+
+func (ss *scopedServers) add(p *instancePool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.pools == nil {
+		ss.pools = map[*backend]*instancePool{}
+	}
+	ss.pools[p.catalog] = p
+}
+
+// pool returns the pool of catalog backend b, or nil once it was stopped.
+func (ss *scopedServers) pool(b *backend) *instancePool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.pools[b]
+}
+
+// remove forgets the pool of catalog backend b and returns it, or nil.
+func (ss *scopedServers) remove(b *backend) *instancePool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	p := ss.pools[b]
+	delete(ss.pools, b)
+	return p
+}
+
+// all returns every pool.
+func (ss *scopedServers) all() []*instancePool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make([]*instancePool, 0, len(ss.pools))
+	for _, p := range ss.pools {
+		out = append(out, p)
+	}
+	return out
+}
+
+// instancePool is one session-scoped server's processes: its catalog
+// backend, and a backend per session that called it. Its methods are safe
+// for concurrent use.
+//
+// Lock order: mu, then a session's mu (read in get); no other lock is
+// taken while mu is held.
+type instancePool struct {
+	g       *Gateway
+	catalog *backend
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	bySession map[*session]*backend
+	next      int  // the number of the last session's backend
+	closed    bool // stop began: no backend starts any more
+	// stops joins the stops the pool runs in the background: of the
+	// probe, and of the backends of sessions that ended.
+	stops sync.WaitGroup
+}
+
+// newServer returns the backend of server s of cfg, not started: for a
+// session-scoped server, its catalog backend, with its pool.
+func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
+	if !s.sessionScoped() {
+		return newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+	}
+	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}}
+	p.catalog = newBackend(probeEvents{g, p}, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+	p.catalog.scope = &backendScope{}
+	g.scopes.add(p)
+	return p.catalog
+}
+
+// serverCatalog makes the catalog of session-scoped server b known, for
+// clients to list before any session has a process of it: b's lists (what
+// b.items returns) are filled by a probe, a run of b that is stopped as
+// soon as it listed the server (probeEvents.backendReady). A catalog cache
+// on disk (issue 16, "start": "lazy") plugs in here: with b's lists
+// cached, it fills them from the cache instead and starts no probe.
+func (g *Gateway) serverCatalog(b *backend) { b.start() }
+
+// startServer starts backend b: a shared server's process, or a
+// session-scoped server's probe (serverCatalog). It returns at once.
+func (g *Gateway) startServer(b *backend) {
+	if b.scope != nil {
+		g.serverCatalog(b)
+		return
+	}
+	b.start()
+}
+
+// stopServer stops backend b with the stop ladder and, for a
+// session-scoped server, every session's process of it, in parallel. It
+// blocks until they are gone; see backend.stop for hurry and why.
+func (g *Gateway) stopServer(b *backend, hurry <-chan struct{}, why string) {
+	if p := g.scopes.remove(b); p != nil {
+		p.stop(hurry, why)
+	}
+	b.stop(hurry, why)
+}
+
+// errNeedsSession answers a 2026-07-28 request routed to a session-scoped
+// server: such a request has no session to own a process, and a process
+// per request would start (and hand-shake) a server for every call.
+func errNeedsSession(b *backend) *wireError {
+	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf(
+		`server %q has "scope": "session": each of its processes belongs to one client session, and a 2026-07-28 request has none; call it in a session (initialize with protocol version 2025-11-25 or earlier), or give it "scope": "shared"`, b.name)}
+}
+
+// scoped returns the backend that serves session s's requests to server
+// b: b itself for a shared server; for a session-scoped one, the session's
+// own backend, started at its first request. modern says the request is a
+// 2026-07-28 one, which has no session: it gets errNeedsSession.
+func (g *Gateway) scoped(s *session, modern bool, b *backend) (*backend, *wireError) {
+	if b.scope == nil {
+		return b, nil
+	}
+	if modern {
+		return nil, errNeedsSession(b)
+	}
+	p := g.scopes.pool(b)
+	if p == nil {
+		return nil, unavailable("server %q was stopped; call again", b.name)
+	}
+	return p.get(s)
+}
+
+// endScoped stops the session's processes of session-scoped servers, in
+// the background (see instancePool.end). endSession calls it after s.end,
+// so that no process starts for s after it.
+func (g *Gateway) endScoped(s *session) {
+	for _, p := range g.scopes.all() {
+		p.end(s)
+	}
+}
+
+// get returns session s's backend of the server, starting it if s has
+// none yet. It fails when s has ended, the pool is stopping, or the
+// server already runs maxInstances processes.
+func (p *instancePool) get(s *session) (*backend, *wireError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.bySession[s]; b != nil {
+		return b, nil
+	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	c := p.catalog
+	switch max := c.cfg.maxInstances(); {
+	case p.closed:
+		return nil, unavailable("server %q was stopped; call again", c.name)
+	case ended:
+		return nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+	case c.scope.instances.Load() >= int64(max):
+		return nil, unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+	}
+	p.next++
+	b := newBackend(sessionEvents{p.g, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
+	b.scope = &backendScope{marker: fmt.Sprintf("%s#%d", c.name, p.next), catalog: c}
+	c.scope.instances.Add(1)
+	p.bySession[s] = b
+	b.start()
+	return b, nil
+}
+
+// lookup returns session s's backend of the server, or nil.
+func (p *instancePool) lookup(s *session) *backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bySession[s]
+}
+
+// background runs f on a goroutine that stop joins, and reports whether it
+// did: once stop began, it does not.
+func (p *instancePool) background(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.stops.Add(1)
+	go func() {
+		defer p.stops.Done()
+		f()
+	}()
+	return true
+}
+
+// end stops session s's backend of the server, if any, with the stop
+// ladder, in the background: it does not block.
+func (p *instancePool) end(s *session) {
+	p.mu.Lock()
+	b := p.bySession[s]
+	delete(p.bySession, s)
+	p.mu.Unlock()
+	if b == nil {
+		return
+	}
+	if !p.background(func() { p.retire(b, nil, "was stopped: its client's session ended") }) {
+		p.retire(b, nil, "was stopped: its client's session ended") // stop is stopping the others
+	}
+}
+
+// retire stops b, a session's backend, and counts it out of the server's
+// processes once it is gone.
+func (p *instancePool) retire(b *backend, hurry <-chan struct{}, why string) {
+	b.stop(hurry, why)
+	p.catalog.scope.instances.Add(-1)
+}
+
+// stop stops every session's backend of the server in parallel, and joins
+// the stops under way. No backend starts after stop begins. It blocks until
+// every process is gone.
+func (p *instancePool) stop(hurry <-chan struct{}, why string) {
+	p.mu.Lock()
+	p.closed = true
+	all := p.bySession
+	p.bySession = map[*session]*backend{}
+	p.mu.Unlock()
+	p.catalog.scope.listed.Store(false)
+	var wg sync.WaitGroup
+	for _, b := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.retire(b, hurry, why)
+		}()
+	}
+	wg.Wait()
+	p.stops.Wait()
+}
+
+// probeEvents are what a session-scoped server's catalog backend reports
+// to: the gateway, except that the run becoming ready (it has listed the
+// server) stops it, and it subscribes to nothing.
+type probeEvents struct {
+	*Gateway
+	pool *instancePool
+}
+
+// backendReady stops the probe, in the background: its lists stay in the
+// catalog.
+func (pe probeEvents) backendReady(b *backend, _ *mux) {
+	b.scope.listed.Store(true)
+	pe.pool.background(func() {
+		b.stop(nil, "was stopped: it ran only to list the server; each session gets a process of its own")
+	})
+}
+
+func (pe probeEvents) subscribedURIs(string) []string { return nil }
+
+// sessionEvents are what a session's backend of a session-scoped server
+// reports to: what the server sends goes to session s alone.
+type sessionEvents struct {
+	g *Gateway
+	s *session
+}
+
+var _ backendEvents = sessionEvents{}
+
+// backendChanged does nothing: the catalog is the catalog backend's, and
+// the health the server's.
+func (se sessionEvents) backendChanged() {}
+
+// backendReady brings a new run up to date with the session: its log
+// level and its subscriptions to the server's resources.
+func (se sessionEvents) backendReady(b *backend, m *mux) {
+	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b })
+	se.s.mu.Lock()
+	level := se.s.logLevel
+	se.s.mu.Unlock()
+	b.setLogLevel(level)
+	if m.modern.Load() {
+		return // its listen request carries the subscriptions
+	}
+	for _, uri := range se.subscribedURIs(b.name) {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
+		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
+			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
+		}
+		cancel()
+	}
+}
+
+// serverRequest passes the server's request to the session: only its
+// calls are in flight to this process, so the one-session rule of
+// Gateway.serverRequest finds it, on the stream of its latest call. With
+// none in flight (a server asking for roots on its own), it goes on the
+// session's own stream.
+func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	info, known := methods[msg.Method]
+	if len(m.relatedCalls()) > 0 || !known || info.from != fromServer || info.notification {
+		se.g.serverRequest(b, m, msg)
+		return
+	}
+	se.s.mu.Lock()
+	rel := &related{s: se.s, caps: se.s.clientCaps}
+	se.s.mu.Unlock()
+	rel.setSend(se.s.send)
+	se.g.passRequest(b, m, msg, rel)
+}
+
+// serverLog passes the server's log message to the session, if it asked
+// for messages of its level.
+func (se sessionEvents) serverLog(b *backend, params json.RawMessage) {
+	var p struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+	}
+	json.Unmarshal(params, &p)
+	se.s.mu.Lock()
+	want := slices.Index(logLevels, se.s.logLevel)
+	se.s.mu.Unlock()
+	if level := slices.Index(logLevels, p.Level); level < 0 || want < 0 || want > level {
+		return
+	}
+	logger := b.name
+	if p.Logger != "" {
+		logger += "/" + p.Logger
+	}
+	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
+	se.s.send(note[:len(note)-1])
+}
+
+// resourceUpdated passes the update to the session, if it subscribed to
+// the resource, with the URI it used.
+func (se sessionEvents) resourceUpdated(b *backend, params json.RawMessage) {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	json.Unmarshal(params, &p)
+	if uri, ok := se.g.subs.subscribers(subKey{b.name, p.URI})[se.s]; ok {
+		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
+		se.s.send(note[:len(note)-1])
+	}
+}
+
+func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
+	se.g.serverCancelled(m, params)
+}
+
+func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.g.taskStatus(b, params) }
+
+// subscribedURIs returns the server's own URIs of the session's
+// subscriptions to server's resources.
+func (se sessionEvents) subscribedURIs(server string) []string {
+	var uris []string
+	for _, key := range se.g.subs.keysOf(se.s) {
+		if key.server == server {
+			uris = append(uris, key.uri)
+		}
+	}
+	slices.Sort(uris)
+	return uris
+}
+
+// applyScopedLogLevels asks each session's process of a session-scoped
+// server for the level its session wants.
+func (g *Gateway) applyScopedLogLevels() {
+	for _, p := range g.scopes.all() {
+		for s, b := range p.owners() {
+			s.mu.Lock()
+			level := s.logLevel
+			s.mu.Unlock()
+			b.setLogLevel(level)
+		}
+	}
+}
+
+// owners returns every session's backend of the server, by session.
+func (p *instancePool) owners() map[*session]*backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[*session]*backend, len(p.bySession))
+	for s, b := range p.bySession {
+		out[s] = b
+	}
+	return out
+}
+
+// subscribeScoped answers session s's resources/subscribe to a resource
+// of session-scoped server b: its own process of b hears of it. A
+// 2026-07-28 listen request's session, which never initialized, gets
+// errNeedsSession: its subscription would start a process of its own.
+func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
+	s.mu.Lock()
+	sessionless := s.protocolVersion == ""
+	s.mu.Unlock()
+	inst, werr := g.scoped(s, sessionless, b)
+	if werr != nil {
+		return nil, werr
+	}
+	g.subs.add(key, s, uri)
+	if inst.isModern() {
+		inst.resubscribe()
+		return struct{}{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	defer cancel()
+	if err := inst.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
+		g.subs.undo(key, s)
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// unsubscribeScoped answers session s's resources/unsubscribe of a
+// resource of session-scoped server b: its own process of b hears of it.
+func (g *Gateway) unsubscribeScoped(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
+	g.subs.drop(key, s)
+	if p := g.scopes.pool(b); p != nil {
+		if inst := p.lookup(s); inst != nil {
+			inst.unsubscribe(ctx, key.uri)
+		}
+	}
+	return struct{}{}, nil
+}
