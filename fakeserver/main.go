@@ -448,6 +448,7 @@ type options struct {
 	capabilities             map[string]bool // by name, declared ones only
 	stateDir                 string
 	lifetime                 time.Duration
+	startDelay               time.Duration
 	ignoreSigterm            bool
 	ignoreStdinClose         bool
 	crashAtStart             bool
@@ -480,6 +481,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
+	fs.DurationVar(&o.startDelay, "start-delay", 0, "wait this `duration` before reading stdin (a slow start)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
 	fs.BoolVar(&o.ignoreStdinClose, "ignore-stdin-close", false, "keep running after end of file on stdin")
 	fs.BoolVar(&o.crashAtStart, "crash-at-start", false, "exit with code 3 before reading anything")
@@ -629,6 +631,7 @@ func (s *server) run() {
 		s.logf("fatal: crash at start")
 		s.exit(3, "crash-at-start")
 	}
+	time.Sleep(s.opts.startDelay) // a signal or the lifetime may end it
 	if n := s.opts.stderrAtStart; n > 0 {
 		s.writeStderr(logLines("startup log line", n))
 	}
