@@ -311,3 +311,22 @@ func TestALazyServerWhoseToolsChangedSinceTheCacheSendsListChangedOnceStarted(t 
 		t.Errorf("the cache was not written again with the live tools: %s", data)
 	}
 }
+
+func TestTheCatalogCacheHoldsOneFilePerServer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{}
+	u := &upstream{server: "a"}
+	for _, args := range [][]string{{"-v"}, {"-q"}} {
+		c := newCatalogCache(dir, cfg, &ServerConfig{Command: "x", Args: args, name: "a"})
+		if err := c.save(u.cached("")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newCatalogCache(dir, cfg, &ServerConfig{Command: "x", name: "a-b"})
+	if err := other.save((&upstream{server: "a-b"}).cached("")); err != nil {
+		t.Fatal(err)
+	}
+	if files := cacheFiles(t, dir); len(files) != 2 {
+		t.Errorf("cache files = %q, want one of server a (the last config's) and one of server a-b", files)
+	}
+}
