@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,15 +25,16 @@ const stateIdle backendState = "idle"
 const minIdleCheck = 50 * time.Millisecond
 
 // lazyState is what a backend keeps for lazy start and idle stop. Its
-// fields are guarded by the backend's mu, but wake and cache, which are set
-// once by initLazy.
+// fields are guarded by the backend's mu, but idleStop, wake and cache,
+// which initLazy sets once, and busy and lastUse, which are atomic: a call
+// claims the server under mu, and releases it without.
 type lazyState struct {
 	idleStop time.Duration // zero: never
 	probe    bool          // the next run lists the server for the cache, and stops as soon as it is idle
 	dozing   bool          // the backend is idle, or is being stopped for being idle: calls wake it
 	woken    bool          // a call asked for a start since the backend went idle
-	busy     int           // calls that took the ready mux and have not returned
-	lastUse  time.Time     // when a call last began or ended
+	busy     atomic.Int64  // calls that took the ready mux and have not returned
+	lastUse  atomic.Int64  // when a call last began or ended (Unix nanoseconds), with an idleStop
 	wake     chan struct{} // one slot: a call's ask for a start
 	cache    *catalogCache // the server's cache file; nil unless lazy with a cache directory
 }
@@ -158,8 +160,8 @@ func (b *backend) claim() (state backendState, m *mux, changed chan struct{}, la
 	case state == stateReady && closed(m.done):
 		state = stateBackoff
 	case state == stateReady:
-		b.lazy.busy++
-		b.lazy.lastUse = time.Now()
+		b.lazy.busy.Add(1)
+		b.used()
 	}
 	return state, m, changed, lastErr
 }
@@ -174,12 +176,17 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// release ends a use begun by claim.
+// release ends a use begun by claim. It does not block.
 func (b *backend) release() {
-	b.mu.Lock()
-	b.lazy.busy--
-	b.lazy.lastUse = time.Now()
-	b.mu.Unlock()
+	b.used() // first: an idle check that sees no call busy sees this use
+	b.lazy.busy.Add(-1)
+}
+
+// used notes that a call used the server now, if it has an idleStop.
+func (b *backend) used() {
+	if b.lazy.idleStop > 0 {
+		b.lazy.lastUse.Store(time.Now().UnixNano())
+	}
 }
 
 // idleLoop stops the run whose mux is m, with stop, once it has had no
@@ -190,8 +197,8 @@ func (b *backend) idleLoop(m *mux, stop func()) {
 	b.mu.Lock()
 	d, probe := b.lazy.idleStop, b.lazy.probe
 	b.lazy.probe = false
-	b.lazy.lastUse = time.Now()
 	b.mu.Unlock()
+	b.used()
 	why := fmt.Sprintf("stopped after %s with nothing in flight (idleStop); the next request starts it", d)
 	switch {
 	case probe:
@@ -225,10 +232,10 @@ func (b *backend) idleWait(m *mux, d time.Duration) time.Duration {
 	subscribed := len(b.gw.subscribedURIs(b.name)) > 0 // no gateway lock under b.mu
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if subscribed || b.state != stateReady || b.mux != m || b.lazy.busy > 0 || m.inFlight() > 0 {
+	if subscribed || b.state != stateReady || b.mux != m || b.lazy.busy.Load() > 0 || m.inFlight() > 0 {
 		return max(d, minIdleCheck)
 	}
-	if left := d - time.Since(b.lazy.lastUse); left > 0 {
+	if left := d - time.Since(time.Unix(0, b.lazy.lastUse.Load())); left > 0 {
 		return left
 	}
 	b.lazy.dozing, b.lazy.woken = true, false
