@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -328,5 +329,50 @@ func TestTheCatalogCacheHoldsOneFilePerServer(t *testing.T) {
 	}
 	if files := cacheFiles(t, dir); len(files) != 2 {
 		t.Errorf("cache files = %q, want one of server a (the last config's) and one of server a-b", files)
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestWithoutACacheDirectoryLazyServersAreListedAtStartupAndTheLogSaysWhyOnce(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	dir := stateDir(t)
+	path := writeConfig(t, `{"mcpServers": {
+		"a": {"command": "FAKE", "start": "lazy", "args": ["-state", "STATE", "-lifetime", "2m", "-name", "a"]},
+		"b": {"command": "FAKE", "start": "lazy", "args": ["-state", "STATE", "-lifetime", "2m", "-name", "b"]}}}`, dir)
+	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	gw := NewGateway(cfg, slog.New(slog.NewTextHandler(&log, nil)), nil)
+	gw.Start()
+	t.Cleanup(func() { gw.Stop(nil); requireGone(t, dir) })
+	for _, b := range gw.backends {
+		waitState(t, b, stateIdle, 15*time.Second)
+		waitExit(t, lastProcess(t, b), "a lazy server listed at startup is stopped")
+		if len(b.items(kindTool)) == 0 {
+			t.Errorf("server %q lists no tools", b.name)
+		}
+	}
+	if n := strings.Count(log.String(), "lazy servers are started at startup to list them"); n != 1 {
+		t.Errorf("the log says %d times why lazy servers are started, want once:\n%s", n, log.String())
 	}
 }
