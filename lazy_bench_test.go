@@ -79,4 +79,3 @@ func waitIdle(tb testing.TB, back *backend) {
 		}
 	}
 }
-

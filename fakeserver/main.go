@@ -50,6 +50,9 @@
 //	-lifetime D
 //		Exit with code 0 after D, whatever happens (default 2m; 0 means
 //		never). Descendants are given the same -lifetime.
+//	-start-delay D
+//		Wait D after writing the state file, before reading anything: a
+//		server slow to start (default 0).
 //	-ignore-sigterm
 //		Record SIGTERM but keep running. SIGINT still ends the process.
 //	-ignore-stdin-close
