@@ -31,6 +31,7 @@ func (c *Config) resolved() []byte {
 		r.RequestTimeout = Duration(c.requestTimeout(s))
 		r.MaxInFlight = c.maxInFlight(s)
 		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
+		r.Start = cmp.Or(s.Start, startEager)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {
@@ -58,6 +59,7 @@ func (c *Config) resolved() []byte {
 		out.MCPServers[name] = &r
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
+	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

@@ -376,3 +376,16 @@ func TestWithoutACacheDirectoryLazyServersAreListedAtStartupAndTheLogSaysWhyOnce
 		t.Errorf("the log says %d times why lazy servers are started, want once:\n%s", n, log.String())
 	}
 }
+
+func TestCheckShowsStartAndTheCacheDirectoryResolved(t *testing.T) {
+	cfg, err := ParseConfig("/etc/corral/corral.json", []byte(`{"cacheDir": "cache", "mcpServers": {"a": {"command": "x", "start": "lazy"}, "b": {"command": "y"}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(cfg.resolved())
+	for _, want := range []string{`"cacheDir": "/etc/corral/cache"`, `"start": "lazy"`, `"start": "eager"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-check output lacks %s:\n%s", want, out)
+		}
+	}
+}
