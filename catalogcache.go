@@ -37,14 +37,20 @@ type cachedCatalog struct {
 // methods are safe for concurrent use.
 type catalogCache struct {
 	dir, server, path string
+	maxItems          int   // the server's maxCatalogItems
+	maxBytes          int64 // the server's maxCatalogBytes
 
 	mu    sync.Mutex // orders writes
 	saved []byte     // what was last written or read, to skip writing it again
 }
 
 // newCatalogCache returns the cache of server cfg of config gcfg in dir.
+// Reading a server's catalog without running it is newCatalogCache(...).load
+// and upstream.restore.
 func newCatalogCache(dir string, gcfg *Config, cfg *ServerConfig) *catalogCache {
-	return &catalogCache{dir: dir, server: cfg.Name(), path: filepath.Join(dir, cfg.Name()+"-"+catalogKey(gcfg, cfg)+".json")}
+	items, size := gcfg.catalogBound(cfg)
+	return &catalogCache{dir: dir, server: cfg.Name(), path: filepath.Join(dir, cfg.Name()+"-"+catalogKey(gcfg, cfg)+".json"),
+		maxItems: items, maxBytes: size}
 }
 
 // catalogKey returns a hash of what can change server cfg's catalog: how it
@@ -68,15 +74,14 @@ func catalogKey(gcfg *Config, cfg *ServerConfig) string {
 // load reads the cache file and checks it against the server's catalog
 // bounds. It returns an error wrapping fs.ErrNotExist when there is none
 // yet, and another error when it cannot be used as it is.
-func (c *catalogCache) load(u *upstream) (*cachedCatalog, error) {
+func (c *catalogCache) load() (*cachedCatalog, error) {
 	f, err := os.Open(c.path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	items, size := u.gcfg.catalogBound(u.cfg)
 	// The JSON of the items, escaped at worst, and room for the rest.
-	limit := 2*size + 1<<20
+	limit := 2*c.maxBytes + 1<<20
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	switch {
 	case err != nil:
@@ -91,7 +96,7 @@ func (c *catalogCache) load(u *upstream) (*cachedCatalog, error) {
 	if cc.Version != catalogCacheVersion || cc.Server != c.server {
 		return nil, fmt.Errorf("version %d of server %q, not version %d of %q", cc.Version, cc.Server, catalogCacheVersion, c.server)
 	}
-	bound := &catalogBound{server: c.server, maxItems: items, maxBytes: size}
+	bound := &catalogBound{server: c.server, maxItems: c.maxItems, maxBytes: c.maxBytes}
 	for k := range numKinds {
 		for _, raw := range cc.Lists[kinds[k].field] {
 			if _, err := itemName(k, raw); err != nil {

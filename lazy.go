@@ -55,7 +55,7 @@ func (b *backend) initLazy() {
 		return // the gateway says why, once (warnNoCacheDir)
 	}
 	b.lazy.cache = newCatalogCache(dir, b.gcfg, b.cfg)
-	cc, err := b.lazy.cache.load(b.up)
+	cc, err := b.lazy.cache.load()
 	if err != nil {
 		level := slog.LevelInfo
 		if errors.Is(err, fs.ErrNotExist) {

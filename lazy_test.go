@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -150,7 +151,7 @@ func TestACorruptCatalogCacheIsIgnoredAndWrittenAgain(t *testing.T) {
 		if n := len(fakeProcesses(t, dir)); n != before+1 {
 			t.Errorf("with cache %s, %d processes ran, want one to list the server again", bad, n-before)
 		}
-		if _, err := newCatalogCache(cache, tg.gw.config(), tg.gw.config().Servers()[0]).load(tg.gw.backends[0].up); err != nil {
+		if _, err := newCatalogCache(cache, tg.gw.config(), tg.gw.config().Servers()[0]).load(); err != nil {
 			t.Errorf("with cache %s, the cache was not written again: %v", bad, err)
 		}
 	}
@@ -387,5 +388,44 @@ func TestCheckShowsStartAndTheCacheDirectoryResolved(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("-check output lacks %s:\n%s", want, out)
 		}
+	}
+}
+
+func TestTheStatusPageShowsIdleServersAsIdleWithoutAPID(t *testing.T) {
+	st := gatewayStatus{Time: time.Now(), Servers: []serverStatus{
+		{health: health{Name: "a", State: stateReady, PID: 10}},
+		{health: health{Name: "b", State: stateIdle, PID: 11}},
+	}}
+	var page bytes.Buffer
+	if err := statusTemplate.Execute(&page, newStatusView(st, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 of 2 servers ready, 1 idle", `data-state="idle"`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the status page lacks %s:\n%s", want, page.String())
+		}
+	}
+	if strings.Contains(page.String(), ">11<") {
+		t.Errorf("the status page shows the PID of an idle server's last process")
+	}
+}
+
+func TestACatalogCacheOverTheServersBoundsIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := &ServerConfig{Command: "x", name: "a", MaxCatalogItems: 2}
+	c := newCatalogCache(dir, &Config{}, s)
+	u := &upstream{server: "a"}
+	for _, name := range []string{"t1", "t2", "t3"} {
+		u.lists[kindTool] = append(u.lists[kindTool], backendItem{name: name, raw: json.RawMessage(`{"name":"` + name + `"}`)})
+	}
+	if err := c.save(u.cached("")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newCatalogCache(dir, &Config{}, s).load(); err == nil || !strings.Contains(err.Error(), "maxCatalogItems") {
+		t.Errorf("load of 3 items with maxCatalogItems 2 = %v, want an error naming maxCatalogItems", err)
+	}
+	s.MaxCatalogItems = 3
+	if cc, err := newCatalogCache(dir, &Config{}, s).load(); err != nil || len(cc.Lists["tools"]) != 3 {
+		t.Errorf("load of 3 items with maxCatalogItems 3 = %v, %v; want the 3 tools", cc, err)
 	}
 }
