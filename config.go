@@ -148,6 +148,11 @@ type Config struct {
 	// is off.
 	Admin AdminConfig `json:"admin"`
 
+	// CacheDir is where the catalogs of lazy servers are kept between runs
+	// (catalogcache.go). A relative path starts from the config file's
+	// directory. If empty, "corral" in the user's cache directory.
+	CacheDir string `json:"cacheDir"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -203,6 +208,11 @@ type ServerConfig struct {
 
 	// Disabled servers are not started. Desktop MCP clients use the same key.
 	Disabled bool `json:"disabled"`
+
+	// Start is "eager" (started with corral) or "lazy" (started by the first
+	// request that needs it; its catalog comes from the cache meanwhile).
+	// If empty, "eager".
+	Start string `json:"start,omitempty"`
 
 	// RequestTimeout overrides Config.RequestTimeout for this server.
 	RequestTimeout Duration `json:"requestTimeout"`
@@ -326,6 +336,11 @@ type Supervision struct {
 	// MaxMissedPings is how many pings in a row a server may miss before
 	// corral restarts it. If zero, 3.
 	MaxMissedPings int `json:"maxMissedPings"`
+
+	// IdleStop stops a server that has had no call in flight and no
+	// subscription for this long; the next request starts it again. It is
+	// not a crash: no backoff, no restart counted. If zero, never.
+	IdleStop Duration `json:"idleStop"`
 }
 
 // Duration is a time.Duration that reads from JSON as a Go duration string
@@ -401,6 +416,7 @@ func (c *Config) supervision(s *ServerConfig) Supervision {
 		PingInterval:    firstSet(o.PingInterval, t.PingInterval, Duration(defaultPingInterval)),
 		PingTimeout:     firstSet(o.PingTimeout, t.PingTimeout, Duration(defaultPingTimeout)),
 		MaxMissedPings:  firstSet(o.MaxMissedPings, t.MaxMissedPings, defaultMaxMissedPings),
+		IdleStop:        firstSet(o.IdleStop, t.IdleStop),
 	}
 	r.StableAfter = firstSet(o.StableAfter, t.StableAfter, 2*r.MaxRestartDelay)
 	return r

@@ -32,6 +32,7 @@ func (c *Config) resolved() []byte {
 		r.MaxInFlight = c.maxInFlight(s)
 		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
 		r.Limits = c.limits(s)
+		r.Start = cmp.Or(s.Start, startEager)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {
@@ -61,6 +62,7 @@ func (c *Config) resolved() []byte {
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
 	out.Admin.MaxDynamic = c.Admin.maxDynamic()
+	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")

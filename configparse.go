@@ -335,6 +335,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 	p.validateSupervision(name, s.Supervision)
 	p.validateLimits(name, s.Limits)
 	p.validateScope(name, s)
+	p.validateStart(name, s)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string
@@ -370,7 +371,7 @@ func (p *parser) validateSupervision(server string, s Supervision) {
 		{"restartDelay", s.RestartDelay}, {"maxRestartDelay", s.MaxRestartDelay},
 		{"stableAfter", s.StableAfter}, {"restartWindow", s.RestartWindow},
 		{"failedRetry", s.FailedRetry}, {"pingInterval", s.PingInterval},
-		{"pingTimeout", s.PingTimeout},
+		{"pingTimeout", s.PingTimeout}, {"idleStop", s.IdleStop},
 	} {
 		if f.d < 0 {
 			p.errorf(server, f.key, "must not be negative, got %v; use a duration such as \"30s\", or remove the key for the default", f.d.D())

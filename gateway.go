@@ -97,6 +97,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
+	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
 	}
@@ -230,8 +231,9 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Prerequisite              *Prerequisite
 		Scope                     string
 		MaxInstances              int
+		Lazy                      bool
 	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite,
-		s.Scope, s.MaxInstances})
+		s.Scope, s.MaxInstances, s.isLazy()})
 	return string(b)
 }
 
@@ -529,8 +531,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		outcome = outcomeTimeout
-		r = errorReply(msg.ID, &wireError{Code: codeTimeout,
-			Message: fmt.Sprintf("server %q did not answer %s within %s (requestTimeout); corral cancelled the request", b.name, what, timeout)})
+		r = errorReply(msg.ID, &wireError{Code: codeTimeout, Message: timeoutMessage(err, b.name, what, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):
 		outcome = outcomeUnavailable
 		r = errorReply(msg.ID, unavailable("corral is shutting down: %s was cut off at the end of shutdownTimeout (%s)", what, g.config().ShutdownTimeout.D()))
@@ -586,7 +587,7 @@ func (g *Gateway) health() (healthReport, bool) {
 	ok := true
 	for _, b := range g.backendList() {
 		h := b.health()
-		if h.State != stateReady {
+		if h.State != stateReady && h.State != stateIdle { // idle is well: a request starts it
 			ok = false
 			r.Status = "degraded"
 		}

@@ -35,7 +35,7 @@ func (b *backend) health() health {
 	defer b.mu.Unlock()
 	h := health{Name: b.name, State: b.state, Tools: len(b.up.items(kindTool)), Restarts: b.restarts, LastExit: b.lastExit}
 	h.Prompts, h.Resources, h.Templates = len(b.up.items(kindPrompt)), len(b.up.items(kindResource)), len(b.up.items(kindTemplate))
-	if b.proc != nil {
+	if b.proc != nil && b.state != stateIdle { // an idle server's last process is gone
 		h.PID = b.proc.pid
 		if b.state != stateReady {
 			h.Stderr = b.proc.tail.all()
@@ -45,6 +45,7 @@ func (b *backend) health() health {
 	case stateReady:
 		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
 		h.InFlight = b.mux.inFlight()
+	case stateIdle: // well, not an error: a request starts it
 	case stateFailed:
 		h.Error = b.lastErr
 		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)

@@ -117,7 +117,7 @@ func writeServerStates(b *strings.Builder, snaps []backendMetrics) {
 	}
 	metricFamily(b, "corral_server_state", "gauge", "1 for the state each server is in, 0 for the others.")
 	for _, s := range snaps {
-		for _, st := range []backendState{stateStarting, stateReady, stateBackoff, stateFailed, stateStopped} {
+		for _, st := range []backendState{stateStarting, stateReady, stateBackoff, stateFailed, stateStopped, stateIdle} {
 			v := 0
 			if s.h.State == st {
 				v = 1

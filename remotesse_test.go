@@ -30,8 +30,8 @@ func startRemoteFake(t *testing.T, dir, mode, addr string, extra ...string) (str
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &lockedBuffer{b: &stderr}
+	var stderr lockedBuffer // read here while the process may write
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,24 +52,6 @@ func stopFake(cmd *exec.Cmd) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // backendNamed returns tg's backend called name.
@@ -175,7 +157,6 @@ func TestRemoteAnswersWithoutContentTypeAreReadAsJSONAndLoggedOnce(t *testing.T)
 	t.Parallel()
 	remote, _ := startRemoteFake(t, stateDir(t), "-http", "127.0.0.1:0", "-no-content-type")
 	var logged lockedBuffer
-	logged.b = new(bytes.Buffer)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logged, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := dialRemote("bare", remote, nil, nil, log.With("server", "bare"))
 	m := remoteMux(t, c, nil, nil)

@@ -456,3 +456,16 @@ func TestSessionScopeTasksOfTwoSessionsProcessesDoNotCollide(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionScopeIdleStopStopsASessionsIdleProcessAndItsNextCallStartsAnother(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, scopedConfig(`,"idleStop":"200ms"`))
+	one := connect(t, tg.url)
+	pid1 := whoami(t, one, "1")
+	p1 := sessionProcess(t, tg, one)
+	exited(t, p1, "the session's idle process")
+	pid2 := whoami(t, one, "2")
+	if pid2 == pid1 {
+		t.Errorf("the call after the idle stop reached pid %d, the stopped process", pid2)
+	}
+}

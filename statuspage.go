@@ -107,6 +107,7 @@ type statusView struct {
 	Refresh  int // seconds
 	Time     string
 	Ready    int
+	Idle     int // not running until a request needs them
 	Sessions int
 	Servers  []serverView
 	Windows  []int // minutes
@@ -131,8 +132,11 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 		v.Windows = append(v.Windows, n)
 	}
 	for _, s := range st.Servers {
-		if s.State == stateReady {
+		switch s.State {
+		case stateReady:
 			v.Ready++
+		case stateIdle:
+			v.Idle++
 		}
 		sv := serverView{Name: s.Name, State: string(s.State), Uptime: s.Uptime, Restarts: s.Restarts,
 			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources, Templates: s.Templates, InFlight: s.InFlight,
@@ -199,7 +203,7 @@ td.state { font-weight: 600; }
 tr.ready td.state { color: #176f2c; }
 tr.starting td.state, tr.backoff td.state { color: #8a5a00; }
 tr.failed td.state { color: #b00020; }
-tr.stopped td.state { color: #666; }
+tr.stopped td.state, tr.idle td.state { color: #666; }
 section { margin-top: 1.5em; }
 h2 { font-size: 1.1em; margin: 0 0 .3em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: .2em 1em; margin: 0 0 .5em; }
@@ -210,7 +214,7 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 </head>
 <body>
 <h1>corral</h1>
-<p class="meta">{{.Ready}} of {{len .Servers}} servers ready · <span id="sessions">{{.Sessions}}</span> sessions open · {{.Time}} · refreshes every {{.Refresh}} s</p>
+<p class="meta">{{.Ready}} of {{len .Servers}} servers ready{{if .Idle}}, {{.Idle}} idle{{end}} · <span id="sessions">{{.Sessions}}</span> sessions open · {{.Time}} · refreshes every {{.Refresh}} s</p>
 <table>
 <thead>
 <tr><th>server</th><th>state</th><th>PID</th><th>uptime</th><th>restarts</th><th>tools</th><th>prompts</th><th>resources</th><th>in flight</th>{{range .Windows}}<th>calls / errors, {{.}} min</th>{{end}}</tr>

@@ -90,6 +90,8 @@ type backend struct {
 
 	metrics callMetrics
 	scope   *backendScope // nil unless the server's scope is "session" (scope.go)
+	lazy    lazyState     // lazy start and idle stop (lazy.go), under mu
+
 	// gw is the gateway above, as far as the backend reaches it.
 	gw backendEvents
 
@@ -121,10 +123,11 @@ func newBackend(events backendEvents, log *slog.Logger, instance string, reaper 
 		hurry:     make(chan struct{}),
 	}
 	b.up = newUpstream(gcfg, cfg, b.log, b.sup.RestartDelay.D(), upstreamHooks{
-		listed:     events.backendChanged,
+		listed:     func() { b.saveCatalog(); events.backendChanged() },
 		told:       b.setInstructions,
 		subscribed: func() []string { return events.subscribedURIs(b.name) },
 	})
+	b.initLazy()
 	return b
 }
 
@@ -141,6 +144,9 @@ func (b *backend) run() {
 	policy := &restartPolicy{s: b.sup, jitter: rand.Float64}
 	var why string // of the next start
 	for first := true; ; first = false {
+		if !b.nap(&first, &why) {
+			return // stopped while idle
+		}
 		if !first {
 			b.setState(stateStarting, why)
 		}
@@ -149,6 +155,8 @@ func (b *backend) run() {
 		if b.isStopping() {
 			b.setState(stateStopped, "stopped by corral")
 			return
+		} else if b.asleep() {
+			continue // stopped for being idle: not a crash
 		}
 		now := time.Now()
 		wait, failing := policy.afterExit(now, readyFor)
@@ -326,7 +334,8 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	b.mu.Unlock()
 	b.setState(stateReady, "")
 
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); b.idleLoop(m, stop) }()
 	go func() { defer wg.Done(); b.pingLoop(stop, m) }()
 	go func() { defer wg.Done(); b.gw.backendReady(b, m) }()
 	if m.modern.Load() {
@@ -619,30 +628,22 @@ func (b *backend) setState(s backendState, why string) {
 }
 
 // call sends a request to the server and waits for its answer. While the
-// server is starting or waiting to restart, call waits for it, until ctx
-// ends; when it is failed or stopped, call fails at once with an error that
-// says why.
+// server is idle (call starts it), starting or waiting to restart, call
+// waits for it, until ctx ends; when it is failed or stopped, call fails at
+// once with an error that says why.
 func (b *backend) call(ctx context.Context, method string, params json.RawMessage, rel *related) (*wireMsg, error) {
 	for {
-		b.mu.Lock()
-		state, m, changed, lastErr := b.state, b.mux, b.changed, b.lastErr
-		b.mu.Unlock()
-		if state == stateReady {
-			select {
-			case <-m.done:
-				state = stateBackoff // the run is over; leaveReady is on its way
-			default:
-			}
-		}
+		state, m, changed, lastErr := b.claim() // ready: in use until release; idle: woken
 		switch state {
 		case stateReady:
 			a, err := m.CallFor(ctx, method, params, rel)
+			b.release()
 			return a, b.stopCause(m, err)
-		case stateStarting, stateBackoff:
+		case stateIdle, stateStarting, stateBackoff:
 			select {
 			case <-changed:
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, b.waitError(ctx, state, lastErr)
 			}
 		case stateFailed:
 			return nil, unavailable("server %q is failing: %s", b.name, lastErr)

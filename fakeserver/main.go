@@ -50,6 +50,9 @@
 //	-lifetime D
 //		Exit with code 0 after D, whatever happens (default 2m; 0 means
 //		never). Descendants are given the same -lifetime.
+//	-start-delay D
+//		Wait D after writing the state file, before reading anything: a
+//		server slow to start (default 0).
 //	-ignore-sigterm
 //		Record SIGTERM but keep running. SIGINT still ends the process.
 //	-ignore-stdin-close
@@ -477,6 +480,7 @@ type options struct {
 	capabilities             map[string]bool // by name, declared ones only
 	stateDir                 string
 	lifetime                 time.Duration
+	startDelay               time.Duration
 	ignoreSigterm            bool
 	ignoreStdinClose         bool
 	crashAtStart             bool
@@ -513,6 +517,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
+	fs.DurationVar(&o.startDelay, "start-delay", 0, "wait this `duration` before reading stdin (a slow start)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
 	fs.BoolVar(&o.ignoreStdinClose, "ignore-stdin-close", false, "keep running after end of file on stdin")
 	fs.BoolVar(&o.crashAtStart, "crash-at-start", false, "exit with code 3 before reading anything")
@@ -671,6 +676,7 @@ func (s *server) run() {
 		s.logf("fatal: crash at start")
 		s.exit(3, "crash-at-start")
 	}
+	time.Sleep(s.opts.startDelay) // a signal or the lifetime may end it
 	if n := s.opts.stderrAtStart; n > 0 {
 		s.writeStderr(logLines("startup log line", n))
 	}

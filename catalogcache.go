@@ -1,0 +1,215 @@
+package main
+
+// This file holds the catalog cache: what a lazy server offers, kept on
+// disk between runs of corral, so that its tools, prompts and resources are
+// listed before it is started.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// catalogCacheVersion is the version of the cache file's format; a file of
+// another version is ignored and written again.
+const catalogCacheVersion = 1
+
+// cachedCatalog is the content of a cache file.
+type cachedCatalog struct {
+	Version      int                          `json:"version"`
+	Server       string                       `json:"server"` // for people reading the directory
+	Capabilities capabilities                 `json:"capabilities"`
+	Instructions string                       `json:"instructions,omitempty"`
+	Lists        map[string][]json.RawMessage `json:"lists"` // by kinds[k].field
+}
+
+// catalogCache is the cache file of one server, named by the server's name
+// and a hash of everything in its config that can change its catalog. Its
+// methods are safe for concurrent use.
+type catalogCache struct {
+	dir, server, path string
+	maxItems          int   // the server's maxCatalogItems
+	maxBytes          int64 // the server's maxCatalogBytes
+
+	mu    sync.Mutex // orders writes
+	saved []byte     // what was last written or read, to skip writing it again
+}
+
+// newCatalogCache returns the cache of server cfg of config gcfg in dir.
+// Reading a server's catalog without running it is newCatalogCache(...).load
+// and upstream.restore.
+func newCatalogCache(dir string, gcfg *Config, cfg *ServerConfig) *catalogCache {
+	items, size := gcfg.catalogBound(cfg)
+	return &catalogCache{dir: dir, server: cfg.Name(), path: filepath.Join(dir, cfg.Name()+"-"+catalogKey(gcfg, cfg)+".json"),
+		maxItems: items, maxBytes: size}
+}
+
+// catalogKey returns a hash of what can change server cfg's catalog: how it
+// is run (command, args, env, cwd) or reached (url, headers). Secrets in env
+// and headers go into the hash only, never into a file.
+func catalogKey(gcfg *Config, cfg *ServerConfig) string {
+	cwd := cfg.Cwd
+	if cwd != "" && !filepath.IsAbs(cwd) && gcfg.file != "" {
+		cwd = filepath.Join(filepath.Dir(gcfg.file), cwd)
+	}
+	data, _ := json.Marshal(struct {
+		V                 int
+		Command, Cwd, URL string
+		Args              []string
+		Env, Headers      map[string]string // encoding/json sorts map keys
+	}{catalogCacheVersion, cfg.Command, cwd, cfg.URL, cfg.Args, cfg.Env, cfg.Headers})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// load reads the cache file and checks it against the server's catalog
+// bounds. It returns an error wrapping fs.ErrNotExist when there is none
+// yet, and another error when it cannot be used as it is.
+func (c *catalogCache) load() (*cachedCatalog, error) {
+	f, err := os.Open(c.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The JSON of the items, escaped at worst, and room for the rest.
+	limit := 2*c.maxBytes + 1<<20
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case int64(len(data)) > limit:
+		return nil, fmt.Errorf("larger than %d bytes (maxCatalogBytes)", limit)
+	}
+	var cc cachedCatalog
+	if err := json.Unmarshal(data, &cc); err != nil {
+		return nil, fmt.Errorf("not a catalog: %v", err)
+	}
+	if cc.Version != catalogCacheVersion || cc.Server != c.server {
+		return nil, fmt.Errorf("version %d of server %q, not version %d of %q", cc.Version, cc.Server, catalogCacheVersion, c.server)
+	}
+	bound := &catalogBound{server: c.server, maxItems: c.maxItems, maxBytes: c.maxBytes}
+	for k := range numKinds {
+		for _, raw := range cc.Lists[kinds[k].field] {
+			if _, err := itemName(k, raw); err != nil {
+				return nil, err
+			}
+			if err := bound.add(raw); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c.mu.Lock()
+	c.saved = data
+	c.mu.Unlock()
+	return &cc, nil
+}
+
+// itemName returns the name (or URI) of raw, an item of kind k.
+func itemName(k kind, raw json.RawMessage) (string, error) {
+	var fields map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(fields[kinds[k].key], &name) != nil || name == "" {
+		return "", fmt.Errorf("an item without a %s: %s", kinds[k].key, truncate(raw, 200))
+	}
+	return name, nil
+}
+
+// save writes cc as the cache file, unless the file already holds it:
+// to a temporary file in the same directory, synced, then renamed over the
+// old one, so that a reader sees the old file or the new one, never a part.
+// Files of the server's older configs are removed. It blocks until done.
+func (c *catalogCache) save(cc *cachedCatalog) error {
+	data, err := json.Marshal(cc)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bytes.Equal(data, c.saved) {
+		return nil
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(c.dir, ".catalog-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // once renamed, this finds nothing
+	_, err = tmp.Write(data)
+	err = errors.Join(err, tmp.Sync(), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), c.path)
+	}
+	if err != nil {
+		return err
+	}
+	if d, err := os.Open(c.dir); err == nil {
+		d.Sync() // the rename itself survives a crash
+		d.Close()
+	}
+	c.saved = data
+	c.removeOld()
+	return nil
+}
+
+// removeOld removes the cache files of the server's older configs: one
+// file per server is all the directory holds.
+func (c *catalogCache) removeOld() {
+	files, _ := filepath.Glob(filepath.Join(c.dir, c.server+"-*.json"))
+	for _, f := range files {
+		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), c.server+"-"), ".json")
+		if f != c.path && len(key) == 32 && strings.Trim(key, "0123456789abcdef") == "" {
+			os.Remove(f)
+		}
+	}
+}
+
+// cached returns what the upstream knows of the server, for the cache.
+func (u *upstream) cached(instructions string) *cachedCatalog {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cc := &cachedCatalog{Version: catalogCacheVersion, Server: u.server, Capabilities: u.caps, Instructions: instructions, Lists: map[string][]json.RawMessage{}}
+	for k := range numKinds {
+		for _, it := range u.lists[k] {
+			cc.Lists[kinds[k].field] = append(cc.Lists[kinds[k].field], it.raw)
+		}
+	}
+	return cc
+}
+
+// restore makes the upstream know what cc, a checked cache file, holds, as
+// if the server had said it in a handshake.
+func (u *upstream) restore(cc *cachedCatalog) {
+	var lists [numKinds][]backendItem
+	for k := range numKinds {
+		for _, raw := range cc.Lists[kinds[k].field] {
+			name, _ := itemName(k, raw) // load checked it
+			lists[k] = append(lists[k], backendItem{name: name, raw: raw})
+		}
+	}
+	caps := cc.Capabilities
+	if caps == nil {
+		caps = capabilities{}
+	}
+	u.mu.Lock()
+	u.lists, u.caps = lists, caps
+	u.mu.Unlock()
+}
+
+// catalogSource says where a server's catalog comes from, for the log.
+func catalogSource(err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return "no catalog cache yet"
+	}
+	return "catalog cache ignored"
+}
