@@ -560,7 +560,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
-	g.forgetServerTasks(b)
+	g.forgetServerTasks(b, m)
 	b.setLogLevel(g.wantedLogLevel())
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions

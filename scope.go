@@ -390,7 +390,7 @@ func (se sessionEvents) backendChanged() {}
 // backendReady brings a new run up to date with the session: its log
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {
-	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b })
+	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see forgetServerTasks
 	se.s.mu.Lock()
 	level := se.s.logLevel
 	se.s.mu.Unlock()

@@ -31,6 +31,7 @@ type task struct {
 	id      string  // corral's ID, the one the client knows
 	key     taskKey // the server's
 	b       *backend
+	run     *mux // the run of b the task was created in; a later run forgets it
 	s       *session
 	seq     int64     // the order of creation, for tasks/list
 	expires time.Time // when the server may forget it (its ttl); zero if never
@@ -93,7 +94,10 @@ func (t *taskTable) release(s *session) {
 func (t *taskTable) add(s *session, b *backend, id string, ttl time.Duration, now time.Time) *task {
 	var raw [16]byte
 	rand.Read(raw[:])
-	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, s: s}
+	b.mu.Lock()
+	run := b.mux
+	b.mu.Unlock()
+	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, run: run, s: s}
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
@@ -379,10 +383,12 @@ func (g *Gateway) taskStatus(b *backend, params json.RawMessage) {
 	tk.s.send(note[:len(note)-1])
 }
 
-// forgetServerTasks forgets the tasks of server b: it has started again,
-// and its tasks went with the process that ran them.
-func (g *Gateway) forgetServerTasks(b *backend) {
-	g.tasks.forgetWhere(func(tk *task) bool { return tk.key.server == b.name })
+// forgetServerTasks forgets the tasks of server b created before its run m:
+// it has started again, and its tasks went with the process that ran them.
+// A task created in run m itself, which a call may have made before this
+// is called, is kept.
+func (g *Gateway) forgetServerTasks(b *backend, m *mux) {
+	g.tasks.forgetWhere(func(tk *task) bool { return tk.key.server == b.name && tk.run != m })
 }
 
 // forgetSessionTasks forgets the tasks of session s, which ended, and asks
