@@ -193,6 +193,10 @@ type ServerConfig struct {
 	// this server.
 	Supervision
 
+	// Sandbox, if set, restricts what the server may reach (sandbox.go).
+	// If nil, the server runs with all of corral's rights.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
+
 	// name is the key of this server in mcpServers.
 	name string
 

@@ -313,7 +313,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "stableAfter", "tools", "url"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "sandbox", "stableAfter", "tools", "url"`,
 		},
 		{
 			name: "a missing command is an error",

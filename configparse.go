@@ -166,6 +166,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		p.parseLocal(s)
 	}
 	p.validateServer(name, s)
+	p.validateSandbox(s)
 	return s
 }
 

@@ -210,7 +210,8 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Sup                       Supervision
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+		Sandbox                   *SandboxConfig
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, s.Sandbox})
 	return string(b)
 }
 

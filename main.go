@@ -32,6 +32,9 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		os.Exit(runShim(argOrEmpty(2)))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -136,6 +139,7 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	if inv.check {
 		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
 		inv.stdout.Write(cfg.resolved())
+		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 		return 0, true
 	}
 	return 0, false

@@ -24,6 +24,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == shimArg {
+		os.Exit(runShim(argOrEmpty(2)))
+	}
 	dir, err := os.MkdirTemp("", "corral-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

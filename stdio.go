@@ -45,6 +45,11 @@ type processSpec struct {
 
 	// reaper, if not nil, is told of the process so that it never reaps it.
 	reaper *orphanReaper
+
+	// sandbox, if not nil, is what the server may reach (sandbox.go), and
+	// sandboxHost what this machine offers; if nil, probeSandboxHost.
+	sandbox     *SandboxConfig
+	sandboxHost func() sandboxHost
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -85,6 +90,9 @@ func startProcess(spec processSpec) (*process, error) {
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
 	setProcAttr(cmd)
+	if err := spec.contain(cmd); err != nil {
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+	}
 
 	// Pipes of our own rather than cmd.StdoutPipe: Wait must not close the
 	// read ends under the reader, and a crash is seen by Wait, not by EOF.
@@ -122,7 +130,7 @@ func startProcess(spec processSpec) (*process, error) {
 	closeAll([]*os.File{inR, outW, errW}) // the child's ends, now the child's alone
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, sandboxStartError(cmd, err))
 	}
 	go p.drainStderr()
 	return p, nil

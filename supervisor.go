@@ -521,6 +521,7 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
+		sandbox:   b.cfg.Sandbox,
 
 		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
 		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,

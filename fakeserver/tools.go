@@ -100,6 +100,7 @@ func (s *server) addTools() {
 		"message": {"string", `Message to show the user (default "name?").`},
 	}, s.elicit)
 	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
+	s.addProbes(add)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),
 		"answers": integer("Answers to wait for (default count)."),
