@@ -182,7 +182,7 @@ func sandboxReport(c *Config, host sandboxHost) []byte {
 		if sb.filesystem() {
 			fs = fmt.Sprintf("enforced: Landlock ABI %d", host.landlock)
 			if host.landlock == 0 {
-				fs = fmt.Sprintf("REFUSED: no Landlock (%v)", host.landlockErr)
+				fs = fmt.Sprintf("REFUSED: %v", host.landlockErr)
 			}
 		}
 		nnp := "off"

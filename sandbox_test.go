@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,8 +117,8 @@ func TestSandboxReportSaysPerServerWhatIsEnforcedOrRefused(t *testing.T) {
   fs: network: not restricted; filesystem: enforced: Landlock ABI 7; no_new_privs: on
   net: network: enforced: a network namespace of its own, only loopback up; filesystem: not restricted; no_new_privs: off
 `},
-		{"a user without Landlock or namespaces", sandboxHost{landlockErr: syscall.ENOSYS, netErr: errors.New("no user namespaces")}, `sandboxes, as enforced on this machine:
-  fs: network: not restricted; filesystem: REFUSED: no Landlock (function not implemented); no_new_privs: on
+		{"a user without Landlock or namespaces", sandboxHost{landlockErr: errors.New("this kernel has no Landlock (landlock_create_ruleset: ENOSYS)"), netErr: errors.New("no user namespaces")}, `sandboxes, as enforced on this machine:
+  fs: network: not restricted; filesystem: REFUSED: this kernel has no Landlock (landlock_create_ruleset: ENOSYS); no_new_privs: on
   fs: will not be started on this machine
   net: network: REFUSED: no user namespaces; filesystem: not restricted; no_new_privs: off
   net: will not be started on this machine

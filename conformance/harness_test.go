@@ -136,6 +136,8 @@ type serverSpec struct {
 	Name   string
 	flags  []string // fakeserver flags beyond the suite's own
 	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
+
+	noNetwork bool // the gateway is to run the server without network (setting "noNetwork")
 }
 
 // templateServer is a server as config templates see it.
@@ -145,6 +147,7 @@ type templateServer struct {
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
 	Prefix      string // the prefix the gateway is to give its names; "" for none
+	NoNetwork   bool   // the gateway is to run the server without network
 }
 
 // templateData is what adapter templates see.
@@ -293,6 +296,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.prefix != "" && !adapter.has("prefix") {
 			skip(t, "the adapter has no prefix setting")
 		}
+		if s.noNetwork && !adapter.has("noNetwork") {
+			skip(t, "the adapter has no noNetwork setting")
+		}
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -304,7 +310,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	for _, s := range servers {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
