@@ -163,6 +163,9 @@ const (
 	llABI1Rights = llMakeSym<<1 - 1
 	llReadRights = llExecute | llReadFile | llReadDir
 	llFileRights = llExecute | llWriteFile | llReadFile | llTruncate | llIoctlDev // those a rule on a file (not a directory) may hold
+
+	llScopeAbstractUnixSocket = 1 << 0 // ABI 6
+	llScopeSignal             = 1 << 1 // ABI 6
 )
 
 // landlockABI returns the version of the Landlock ABI this kernel offers, or
@@ -199,10 +202,22 @@ func landlockHandled(abi int) uint64 {
 
 // restrictFilesystem restricts this thread, and what it executes, to the
 // plan's paths: read and execute under ReadOnly, every right under Writable.
+// From ABI 6 it also keeps signals and abstract Unix sockets within the
+// sandbox.
 func (p *sandboxPlan) restrictFilesystem() error {
 	handled := landlockHandled(p.Landlock)
-	attr := struct{ handledAccessFS uint64 }{handled}
-	fd, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	// struct landlock_ruleset_attr has grown with the ABI; a kernel takes
+	// the size it knows, or less.
+	attr := struct{ handledAccessFS, handledAccessNet, scoped uint64 }{handledAccessFS: handled}
+	size := unsafe.Sizeof(attr.handledAccessFS)
+	if p.Landlock >= 6 {
+		// Neither signals nor abstract Unix sockets reach out of the
+		// sandbox: the server cannot kill corral, nor talk to what listens
+		// on an abstract socket outside.
+		attr.scoped = llScopeAbstractUnixSocket | llScopeSignal
+		size = unsafe.Sizeof(attr)
+	}
+	fd, _, errno := syscall.Syscall(sysLandlockCreateRuleset, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if errno != 0 {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}

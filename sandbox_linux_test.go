@@ -359,3 +359,35 @@ func BenchmarkSpawnWithSandbox(b *testing.B) {
 		})
 	}
 }
+
+func TestSandboxWithFilesystemRulesCannotSignalOutsideFromLandlockABI6(t *testing.T) {
+	t.Parallel()
+	abi, err := landlockABI()
+	if err != nil || abi < 6 {
+		t.Skipf("signal scoping needs Landlock ABI 6 (Linux 6.12), this kernel has %d (%v)", abi, err)
+	}
+	// A process outside the sandbox, which the sandboxed one tries to signal
+	// (signal 0: a check, which kills nothing).
+	outside := exec.CommandContext(t.Context(), "sleep", "60")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Wait()
+	defer outside.Process.Kill()
+	for _, tc := range []struct {
+		name string
+		plan *sandboxPlan
+		want string
+	}{
+		{"without filesystem rules it can", nil, "sent\n"},
+		{"with filesystem rules it cannot", &sandboxPlan{Server: "boxed", Landlock: abi, NoNewPrivs: true, ReadOnly: []string{"/"}, Writable: []string{"/dev/null"}}, "refused\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, _ := json.Marshal(shimSpec{Path: "/bin/sh", Args: []string{"sh", "-c", fmt.Sprintf("kill -0 %d 2>/dev/null && echo sent || echo refused", outside.Process.Pid)}, Sandbox: tc.plan})
+			out, err := exec.CommandContext(t.Context(), "/proc/self/exe", shimArg, string(spec)).CombinedOutput()
+			if string(out) != tc.want || err != nil {
+				t.Errorf("kill -0 from the shim's server = %q, %v; want %q", out, err, tc.want)
+			}
+		})
+	}
+}
