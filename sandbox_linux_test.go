@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,8 +143,9 @@ func TestSandboxWithoutNetworkWorksWhereCorralIsNotRoot(t *testing.T) {
 	}
 }
 
-// sandboxTestUID is the user TestSandboxWithoutNetworkWorksWhereCorralIsNotRoot
-// runs its corral as. No other test runs processes as this user.
+// sandboxTestUID is the user the sandbox tests run a corral as, to see a
+// sandbox built where corral is not root. No other tests run processes as
+// this user.
 const sandboxTestUID = 64998
 
 // noNewPrivs reads NoNewPrivs of process pid's status.
@@ -388,6 +390,43 @@ func TestSandboxWithFilesystemRulesCannotSignalOutsideFromLandlockABI6(t *testin
 			if string(out) != tc.want || err != nil {
 				t.Errorf("kill -0 from the shim's server = %q, %v; want %q", out, err, tc.want)
 			}
+		})
+	}
+}
+
+func TestSandboxedServerDiesWithACorralKilledWithSIGKILL(t *testing.T) {
+	t.Parallel()
+	requireNetSandbox(t)
+	sandbox := `{"network":false,"noNewPrivileges":true}`
+	if _, err := landlockABI(); err == nil {
+		sandbox = `{"network":false,"noNewPrivileges":true,"readOnly":["/"],"writable":["STATE"]}`
+	}
+	// sleep, which neither reads its stdin nor writes: only the
+	// parent-death signal ends it with corral. It never answers the
+	// handshake, and the start timeout leaves it running until then.
+	config := `{"listen":"127.0.0.1:0","startTimeout":"2m","mcpServers":{"boxed": {"command":"sleep","args":["120"],"sandbox":` + sandbox + `}}}`
+	for _, tc := range []struct {
+		name  string
+		start func() *corralProc
+	}{
+		{"corral as root", func() *corralProc { return startCorral(t, config) }},
+		{"corral as a user", func() *corralProc { return startCorralAs(t, sandboxTestUID, config) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.start()
+			pid, _ := strconv.Atoi(c.waitLog(`msg=started server=boxed pid=(\d+)`)[1])
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			waitFor(t, 10*time.Second, "the shim to execute sleep", func() bool {
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				return string(comm) == "sleep\n"
+			})
+			// The shim executed the server with the parent-death signal
+			// corral gave it, through its namespaces and capabilities.
+			c.cmd.Process.Kill()
+			waitFor(t, 10*time.Second, "the sandboxed server to die with corral", func() bool {
+				gone, _, _ := procState(pid)
+				return gone
+			})
 		})
 	}
 }
