@@ -50,11 +50,19 @@ func (p *sandboxPlan) procAttr(attr *syscall.SysProcAttr) {
 
 const capNetAdmin = 12 // CAP_NET_ADMIN
 
-// sandboxStartError explains err, the failure to start the shim of cmd in
-// the namespaces of a sandbox, or returns err unchanged.
+// sandboxStartError explains err, the failure to start the shim of cmd, if
+// it is the kernel's refusal of the namespaces of a sandbox; else it returns
+// err unchanged.
 func sandboxStartError(cmd *exec.Cmd, err error) error {
 	attr := cmd.SysProcAttr
 	if attr == nil || attr.Cloneflags&(syscall.CLONE_NEWNET|syscall.CLONE_NEWUSER) == 0 {
+		return err
+	}
+	refused := false
+	for _, errno := range []syscall.Errno{syscall.EPERM, syscall.EACCES, syscall.EINVAL, syscall.ENOSPC, syscall.EUSERS} {
+		refused = refused || errors.Is(err, errno)
+	}
+	if !refused {
 		return err
 	}
 	why := "this process may not create a network namespace"

@@ -430,3 +430,19 @@ func TestSandboxedServerDiesWithACorralKilledWithSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+func TestNamespacesRefusedByTheKernelAreExplained(t *testing.T) {
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	(&sandboxPlan{NewNet: true, NewUser: true}).procAttr(cmd.SysProcAttr)
+	err := sandboxStartError(cmd, &os.SyscallError{Syscall: "fork/exec", Err: syscall.EPERM})
+	for _, want := range []string{`sandbox with "network": false`, "corral is not root", "user namespace", "operation not permitted", "remove the rule"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("sandboxStartError(EPERM) = %v, lacks %q", err, want)
+		}
+	}
+	other := &os.SyscallError{Syscall: "fork/exec", Err: syscall.EMFILE}
+	if got := sandboxStartError(cmd, other); got != error(other) {
+		t.Errorf("sandboxStartError(EMFILE) = %v, want it unchanged", got)
+	}
+}
