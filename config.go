@@ -135,6 +135,10 @@ type Config struct {
 	// a server entry may override each of them.
 	Supervision
 
+	// Sandbox is the sandbox of every local server; a server entry may
+	// override each of its rules. If nil, none.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -193,8 +197,9 @@ type ServerConfig struct {
 	// this server.
 	Supervision
 
-	// Sandbox, if set, restricts what the server may reach (sandbox.go).
-	// If nil, the server runs with all of corral's rights.
+	// Sandbox overrides, rule by rule, the top level's sandbox for this
+	// server (sandbox.go). If neither is set, the server runs with all of
+	// corral's rights.
 	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
 
 	// name is the key of this server in mcpServers.

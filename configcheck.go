@@ -31,6 +31,7 @@ func (c *Config) resolved() []byte {
 		r.RequestTimeout = Duration(c.requestTimeout(s))
 		r.MaxInFlight = c.maxInFlight(s)
 		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
+		r.Sandbox = c.sandbox(s)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {

@@ -166,7 +166,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 		p.parseLocal(s)
 	}
 	p.validateServer(name, s)
-	p.validateSandbox(s)
+	p.validateSandbox(name, s.URL != "", s.Sandbox)
 	return s
 }
 
@@ -377,6 +377,7 @@ func (p *parser) validate(c *Config) {
 		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}
 	p.validateSupervision("", c.Supervision)
+	p.validateSandbox("", false, c.Sandbox)
 	for _, f := range limits {
 		if f.n < 0 {
 			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)

@@ -211,7 +211,7 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
 		Sandbox                   *SandboxConfig
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, s.Sandbox})
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.sandbox(s)})
 	return string(b)
 }
 

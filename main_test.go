@@ -25,7 +25,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == shimArg {
-		os.Exit(runShim(argOrEmpty(2)))
+		os.Exit(runShim(argOrEmpty(2))) // a server started contained, by a gateway of a test
 	}
 	dir, err := os.MkdirTemp("", "corral-test-")
 	if err != nil {

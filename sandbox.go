@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ type SandboxConfig struct {
 	// shares corral's network.
 	Network *bool `json:"network,omitempty"`
 
-	// ReadOnly and Writable, if either is set, are the only paths the server
+	// ReadOnly and Writable, if either is not empty, are the only paths the server
 	// may reach in the filesystem, each with everything beneath it: it may
 	// read and execute under ReadOnly, and also write, create, remove and
 	// rename under Writable. Anything else it may not open at all. Enforced
@@ -40,8 +41,8 @@ type SandboxConfig struct {
 	// NoNewPrivileges, if true, sets no_new_privs: nothing the server
 	// executes gains privileges (set-user-ID and set-group-ID bits and file
 	// capabilities are ignored). Where corral is not root, filesystem rules
-	// need it and set it anyway. If false, not set.
-	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// need it and set it anyway. If unset or false, not set.
+	NoNewPrivileges *bool `json:"noNewPrivileges,omitempty"`
 }
 
 // sandboxKeys are the keys of a sandbox object, for messages.
@@ -71,20 +72,25 @@ func (s *SandboxConfig) UnmarshalJSON(data []byte) error {
 	return err
 }
 
+// noNetwork reports whether s takes the network away.
+func (s *SandboxConfig) noNetwork() bool {
+	return s.Network != nil && !*s.Network
+}
+
 // filesystem reports whether s restricts the filesystem.
 func (s *SandboxConfig) filesystem() bool {
 	return len(s.ReadOnly) > 0 || len(s.Writable) > 0
 }
 
-// validateSandbox checks the sandbox of server s, if any: a remote server has
-// none, and each path is absolute.
-func (p *parser) validateSandbox(s *ServerConfig) {
-	sb := s.Sandbox
+// validateSandbox checks sb, the sandbox of server (or the top level's,
+// if server is ""), if any: a remote server has none, and each path is
+// absolute.
+func (p *parser) validateSandbox(server string, remote bool, sb *SandboxConfig) {
 	if sb == nil {
 		return
 	}
-	if s.URL != "" {
-		p.errorf(s.name, "sandbox", `a remote server (with "url") runs elsewhere and has no sandbox; remove it`)
+	if remote {
+		p.errorf(server, "sandbox", `a remote server (with "url") runs elsewhere and has no sandbox; remove it`)
 		return
 	}
 	for _, list := range []struct {
@@ -93,10 +99,34 @@ func (p *parser) validateSandbox(s *ServerConfig) {
 	}{{"readOnly", sb.ReadOnly}, {"writable", sb.Writable}} {
 		for i, path := range list.paths {
 			if !filepath.IsAbs(path) {
-				p.errorf(s.name, fmt.Sprintf("sandbox.%s[%d]", list.key, i), "%q is not an absolute path; write it in full, such as %q", path, "/srv/data")
+				p.errorf(server, fmt.Sprintf("sandbox.%s[%d]", list.key, i), "%q is not an absolute path; write it in full, such as %q", path, "/srv/data")
 			}
 		}
 	}
+}
+
+// sandbox returns the sandbox of server s: each rule its own where set,
+// else the top level's. It returns nil for a remote server, and where
+// neither sets a sandbox.
+func (c *Config) sandbox(s *ServerConfig) *SandboxConfig {
+	if s.URL != "" || c.Sandbox == nil && s.Sandbox == nil {
+		return nil
+	}
+	r := &SandboxConfig{}
+	if c.Sandbox != nil {
+		*r = *c.Sandbox
+	}
+	if o := s.Sandbox; o != nil {
+		r.Network = cmp.Or(o.Network, r.Network)
+		r.NoNewPrivileges = cmp.Or(o.NoNewPrivileges, r.NoNewPrivileges)
+		if o.ReadOnly != nil {
+			r.ReadOnly = o.ReadOnly
+		}
+		if o.Writable != nil {
+			r.Writable = o.Writable
+		}
+	}
+	return r
 }
 
 // sandboxPlan is what corral computes from a server's sandbox on this
@@ -128,7 +158,7 @@ func newSandboxPlan(server string, sb *SandboxConfig, host sandboxHost) (*sandbo
 	if sb == nil {
 		return nil, nil
 	}
-	p := &sandboxPlan{Server: server, NewNet: sb.Network != nil && !*sb.Network, NoNewPrivs: sb.NoNewPrivileges}
+	p := &sandboxPlan{Server: server, NewNet: sb.noNetwork(), NoNewPrivs: sb.NoNewPrivileges != nil && *sb.NoNewPrivileges}
 	p.NewUser = p.NewNet && !host.root
 	if sb.filesystem() {
 		if host.landlock == 0 {
@@ -161,15 +191,15 @@ func sandboxReport(c *Config, host sandboxHost) []byte {
 	var b bytes.Buffer
 	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 		s := c.MCPServers[name]
-		if s == nil || s.Sandbox == nil || s.Disabled {
+		if s == nil || s.Disabled || c.sandbox(s) == nil {
 			continue
 		}
 		if b.Len() == 0 {
 			b.WriteString("sandboxes, as enforced on this machine:\n")
 		}
-		sb := s.Sandbox
+		sb := c.sandbox(s)
 		network := "not restricted"
-		if sb.Network != nil && !*sb.Network {
+		if sb.noNetwork() {
 			network = "enforced: a network namespace of its own, only loopback up"
 			if !host.root {
 				network += " (in a user namespace of its own: corral is not root)"
@@ -186,7 +216,7 @@ func sandboxReport(c *Config, host sandboxHost) []byte {
 			}
 		}
 		nnp := "off"
-		if sb.NoNewPrivileges || sb.filesystem() && !host.root {
+		if sb.NoNewPrivileges != nil && *sb.NoNewPrivileges || sb.filesystem() && !host.root {
 			nnp = "on"
 		}
 		fmt.Fprintf(&b, "  %s: network: %s; filesystem: %s; no_new_privs: %s\n", name, network, fs, nnp)
@@ -201,9 +231,22 @@ func sandboxReport(c *Config, host sandboxHost) []byte {
 // sandbox without network.
 func (c *Config) asksNetworkSandbox() bool {
 	for _, s := range c.MCPServers {
-		if s != nil && !s.Disabled && s.Sandbox != nil && s.Sandbox.Network != nil && !*s.Sandbox.Network {
+		if s != nil && !s.Disabled && c.sandbox(s) != nil && c.sandbox(s).noNetwork() {
 			return true
 		}
 	}
 	return false
+}
+
+// sandboxPlan returns the plan for the sandbox of spec's server on this
+// machine, or nil for none (see newSandboxPlan).
+func (spec processSpec) sandboxPlan() (*sandboxPlan, error) {
+	if spec.sandbox == nil {
+		return nil, nil
+	}
+	probe := spec.sandboxHost
+	if probe == nil {
+		probe = func() sandboxHost { return probeSandboxHost(false) }
+	}
+	return newSandboxPlan(spec.name, spec.sandbox, probe())
 }

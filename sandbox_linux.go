@@ -31,8 +31,12 @@ func probeSandboxHost(probeNet bool) sandboxHost {
 // procAttr sets the namespaces of the plan on attr, the shim's: a network
 // namespace of its own and, where corral is not root, a user namespace in
 // which only corral's user and group are mapped, to themselves, so the
-// server runs as the same user with no privilege over anything outside.
+// server runs as the same user with no privilege over anything outside. A
+// nil p does nothing.
 func (p *sandboxPlan) procAttr(attr *syscall.SysProcAttr) {
+	if p == nil {
+		return
+	}
 	if p.NewNet {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}

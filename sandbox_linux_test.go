@@ -326,16 +326,16 @@ func TestReloadThatAddsASandboxRestartsTheServerInIt(t *testing.T) {
 // shim, here the test binary, runs before the server in each case but the
 // first), the stop excluded.
 func BenchmarkSpawnWithSandbox(b *testing.B) {
-	no := false
+	no, yes := false, true
 	for _, bc := range []struct {
 		name string
 		sb   *SandboxConfig
 	}{
 		{"none", nil},
-		{"noNewPrivileges", &SandboxConfig{NoNewPrivileges: true}},
+		{"noNewPrivileges", &SandboxConfig{NoNewPrivileges: &yes}},
 		{"network=false", &SandboxConfig{Network: &no}},
 		{"filesystem", &SandboxConfig{ReadOnly: []string{"/"}, Writable: []string{os.TempDir()}}},
-		{"all", &SandboxConfig{Network: &no, NoNewPrivileges: true, ReadOnly: []string{"/"}, Writable: []string{os.TempDir()}}},
+		{"all", &SandboxConfig{Network: &no, NoNewPrivileges: &yes, ReadOnly: []string{"/"}, Writable: []string{os.TempDir()}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			dir := stateDir(b)
@@ -444,5 +444,19 @@ func TestNamespacesRefusedByTheKernelAreExplained(t *testing.T) {
 	other := &os.SyscallError{Syscall: "fork/exec", Err: syscall.EMFILE}
 	if got := sandboxStartError(cmd, other); got != error(other) {
 		t.Errorf("sandboxStartError(EMFILE) = %v, want it unchanged", got)
+	}
+}
+
+func TestTopLevelSandboxReachesEveryServerButThoseThatTurnARuleOff(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"sandbox":{"noNewPrivileges":true},"mcpServers":{
+		"boxed": {"command":"FAKE","args":["-state","STATE","-lifetime","2m","-prefix","boxed_"]},
+		"open":  {"command":"FAKE","args":["-state","STATE","-lifetime","2m","-prefix","open_"],"sandbox":{"noNewPrivileges":false}}}}`)
+	c := connect(t, tg.url)
+	if got := noNewPrivs(t, serverPID(t, c, "boxed_")); got != "1" {
+		t.Errorf("NoNewPrivs of the server under the top level's sandbox = %s, want 1", got)
+	}
+	if got := noNewPrivs(t, serverPID(t, c, "open_")); got != "0" {
+		t.Errorf("NoNewPrivs of the server that turns it off = %s, want 0", got)
 	}
 }

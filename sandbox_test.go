@@ -10,8 +10,8 @@ import (
 
 func TestParseConfigReadsASandbox(t *testing.T) {
 	c := mustParse(t, `{"mcpServers":{"fs":{"command":"x","sandbox":{"network":false,"readOnly":["/"],"writable":["/srv/data"],"noNewPrivileges":true}}}}`, nil)
-	no := false
-	want := &SandboxConfig{Network: &no, ReadOnly: []string{"/"}, Writable: []string{"/srv/data"}, NoNewPrivileges: true}
+	no, yes := false, true
+	want := &SandboxConfig{Network: &no, ReadOnly: []string{"/"}, Writable: []string{"/srv/data"}, NoNewPrivileges: &yes}
 	if diff := cmp.Diff(want, c.MCPServers["fs"].Sandbox); diff != "" {
 		t.Errorf("ParseConfig: sandbox (-want +got):\n%s", diff)
 	}
@@ -65,7 +65,7 @@ func TestSandboxPlanHoldsWhatTheMachineMustEnforce(t *testing.T) {
 			&sandboxPlan{Server: "s", Landlock: 3, ReadOnly: []string{"/"}}},
 		{"filesystem rules as a user need no_new_privs", &SandboxConfig{Writable: []string{"/"}}, user,
 			&sandboxPlan{Server: "s", Landlock: 3, NoNewPrivs: true, Writable: []string{"/"}}},
-		{"no_new_privs alone", &SandboxConfig{NoNewPrivileges: true}, root,
+		{"no_new_privs alone", &SandboxConfig{NoNewPrivileges: &yes}, root,
 			&sandboxPlan{Server: "s", NoNewPrivs: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,5 +132,37 @@ func TestSandboxReportSaysPerServerWhatIsEnforcedOrRefused(t *testing.T) {
 	}
 	if got := sandboxReport(mustParse(t, `{"mcpServers":{"none":{"command":"x"}}}`, nil), sandboxHost{}); len(got) != 0 {
 		t.Errorf("sandboxReport with no sandbox = %q, want nothing", got)
+	}
+}
+
+func TestTopLevelSandboxIsEveryLocalServersUnlessItOverridesARule(t *testing.T) {
+	c := mustParse(t, `{"sandbox":{"network":false,"readOnly":["/"],"noNewPrivileges":true},"mcpServers":{
+		"plain":    {"command":"x"},
+		"networked":{"command":"x","sandbox":{"network":true,"writable":["/tmp"]}},
+		"loose":    {"command":"x","sandbox":{"noNewPrivileges":false,"readOnly":[]}},
+		"remote":   {"url":"https://example.com/mcp"}}}`, nil)
+	no, yes := false, true
+	for name, want := range map[string]*SandboxConfig{
+		"plain":     {Network: &no, ReadOnly: []string{"/"}, NoNewPrivileges: &yes},
+		"networked": {Network: &yes, ReadOnly: []string{"/"}, Writable: []string{"/tmp"}, NoNewPrivileges: &yes},
+		"loose":     {Network: &no, ReadOnly: []string{}, NoNewPrivileges: &no},
+		"remote":    nil,
+	} {
+		if diff := cmp.Diff(want, c.sandbox(c.MCPServers[name])); diff != "" {
+			t.Errorf("sandbox of %s (-want +got):\n%s", name, diff)
+		}
+	}
+	if c := mustParse(t, `{"mcpServers":{"plain":{"command":"x"}}}`, nil); c.sandbox(c.MCPServers["plain"]) != nil {
+		t.Errorf("sandbox with none anywhere = %+v, want nil", c.sandbox(c.MCPServers["plain"]))
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`{"sandbox":{"writable":["data"]},"mcpServers":{"a":{"command":"x"}}}`,
+			`config.json: sandbox.writable[0]: "data" is not an absolute path; write it in full, such as "/srv/data"`},
+		{`{"sandbox":{"netwrk":false},"mcpServers":{"a":{"command":"x"}}}`,
+			`config.json: sandbox: unknown field "netwrk"; known fields are "network", "noNewPrivileges", "readOnly", "writable"`},
+	} {
+		if _, err, _ := parse(tc.src, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseConfig(%s) error = %v, want %q", tc.src, err, tc.want)
+		}
 	}
 }

@@ -1,18 +1,20 @@
 package main
 
-// This file holds the containment shim: a server that needs containment is
-// started as corral itself, re-executed (/proc/self/exe) with shimArg, which
-// applies the containment to itself and then executes the server in its
-// place: same PID, same process group, same environment markers, same
-// parent-death signal, so the sweep and the stop ladder see nothing new.
-// Go's os/exec has no hook between fork and exec, and Landlock and
-// no_new_privs must be applied by the process itself.
+// This file holds the containment shim. Go's os/exec has no hook between
+// fork and exec, so a server that must start contained is started through
+// corral itself: corral runs its own executable (/proc/self/exe) as the shim,
+// the shim applies containment to itself, then executes the server in its
+// place: the same PID, process group, environment and parent-death signal,
+// so the stop ladder and the sweep see nothing new. See
+// /work/shim-contract.md.
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 )
@@ -20,16 +22,20 @@ import (
 // shimArg is argv[1] of a corral process started as a containment shim.
 const shimArg = "__corral_shim"
 
+// shimExitCode is the shim's exit code when it cannot contain or execute
+// the server (the shell's "found but cannot execute").
+const shimExitCode = 126
+
 // shimSpec is what the shim applies to itself before it executes the server.
 // It travels as JSON in argv[2]; argv[3:] is unused.
 type shimSpec struct {
 	Path    string       `json:"path"`              // absolute path of the server's program (resolved by corral)
 	Args    []string     `json:"args"`              // the server's argv, Args[0] included
-	Cgroups []string     `json:"cgroups,omitempty"` // cgroup directories to join (18a)
-	Sandbox *sandboxPlan `json:"sandbox,omitempty"` // what sandbox.go applies; nil for none
+	Cgroups []string     `json:"cgroups,omitempty"` // cgroup directories to join
+	Sandbox *sandboxPlan `json:"sandbox,omitempty"` // what the shim applies to itself (sandbox.go); nil for nothing
 }
 
-// argOrEmpty returns os.Args[i], or "" if there are fewer arguments.
+// argOrEmpty returns os.Args[i], or "" if there is none.
 func argOrEmpty(i int) string {
 	if i < len(os.Args) {
 		return os.Args[i]
@@ -37,64 +43,96 @@ func argOrEmpty(i int) string {
 	return ""
 }
 
-// runShim is called by main (and by TestMain in the root package's tests, since
-// /proc/self/exe is the test binary there) when os.Args[1] == shimArg. It never
-// returns on success (syscall.Exec); on failure it writes one line
-// "corral shim: <what failed>: <error>" to stderr and exits 126.
+// runShim is called by main (and by TestMain in the root package's tests,
+// since /proc/self/exe is the test binary there) when os.Args[1] == shimArg.
+// It never returns on success (syscall.Exec); on failure it writes one line
+// "corral shim: <what failed>: <error>" to stderr and returns 126.
 func runShim(arg string) int {
 	// Landlock and no_new_privs apply to the calling thread, and execve keeps
 	// the calling thread's: everything below runs on this one.
 	runtime.LockOSThread()
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "corral shim: %s: %v\n", what, err)
-		return 126
+		return shimExitCode
 	}
 	var spec shimSpec
 	if err := json.Unmarshal([]byte(arg), &spec); err != nil {
 		return fail("reading its spec", err)
 	}
-	// 1. cgroups (18a) go here.
-	// 2. sandbox (sandbox_linux.go).
+	if spec.Path == "" || len(spec.Args) == 0 {
+		return fail("reading its spec", errors.New("no program to run"))
+	}
+	// 1. cgroups: from here on, everything the server starts is counted,
+	// limited, and killed with its cgroup.
+	for _, dir := range spec.Cgroups {
+		if err := joinCgroup(dir); err != nil {
+			return fail("joining cgroup "+dir, err)
+		}
+	}
+	// 2. sandbox: loopback up in its network namespace, no_new_privs,
+	// Landlock (sandbox_linux.go).
 	if err := applySandbox(spec.Sandbox); err != nil {
 		return fail("sandbox", err)
 	}
 	// 3. the server, in this process's place.
-	err := syscall.Exec(spec.Path, spec.Args, os.Environ())
-	return fail("executing "+spec.Path, err)
+	return fail("executing "+spec.Path, syscall.Exec(spec.Path, spec.Args, os.Environ()))
 }
 
-// shimProcess makes cmd, not yet started, start the shim with spec, which
-// then executes what cmd would have run. Path and Args of spec are taken
-// from cmd.
-func shimProcess(cmd *exec.Cmd, spec shimSpec) error {
-	if cmd.Err != nil {
-		return cmd.Err
+// joinCgroup moves this process into the cgroup dir, v1 or v2 alike.
+func joinCgroup(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(os.Getpid())), 0)
+}
+
+// shimCommand returns the command that starts the server spec describes
+// through the shim, joining the cgroup directories dirs and applying the
+// sandbox plan, if not nil. The program is
+// resolved here as exec.Command would resolve it (PATH, then relative to the
+// working directory), so that a missing program is the same error as
+// without the shim.
+func shimCommand(spec processSpec, dirs []string, plan *sandboxPlan) (*exec.Cmd, error) {
+	server := exec.Command(spec.command, spec.args...)
+	if server.Err != nil {
+		return nil, server.Err
 	}
-	spec.Path, spec.Args = cmd.Path, cmd.Args
-	data, err := json.Marshal(spec)
+	path := server.Path
+	if !filepath.IsAbs(path) {
+		base := spec.dir
+		if base == "" {
+			base, _ = os.Getwd()
+		} else if !filepath.IsAbs(base) {
+			wd, _ := os.Getwd()
+			base = filepath.Join(wd, base)
+		}
+		path = filepath.Join(base, path)
+	}
+	if _, err := exec.LookPath(path); err != nil {
+		return nil, err // as exec.Cmd.Start would fail, before anything runs
+	}
+	arg, err := json.Marshal(shimSpec{Path: path, Args: server.Args, Cgroups: dirs, Sandbox: plan})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cmd.Path = "/proc/self/exe"
-	cmd.Args = []string{"corral", shimArg, string(data)}
-	return nil
+	return exec.Command("/proc/self/exe", shimArg, string(arg)), nil
 }
 
-// contain makes cmd, not yet started, start through the shim if spec asks
-// for containment; else it leaves cmd as it is. An error means the server
-// must not be started: what it asks for cannot be had here.
-func (spec processSpec) contain(cmd *exec.Cmd) error {
-	if spec.sandbox == nil {
-		return nil
+// containedCommand returns the command that starts the server spec
+// describes, and its sandbox plan: through the shim where spec has a sandbox
+// that asks for something; as it is, with a nil plan, elsewhere. A sandbox
+// rule that cannot be enforced is an error: a server never runs with less
+// of its sandbox than its config asks for. The caller sets the plan's
+// namespaces on the command (sandboxPlan.procAttr) with its other
+// attributes.
+func containedCommand(spec processSpec) (*exec.Cmd, *sandboxPlan, error) {
+	plan, err := spec.sandboxPlan()
+	if err != nil {
+		return nil, nil, err
 	}
-	probe := spec.sandboxHost
-	if probe == nil {
-		probe = func() sandboxHost { return probeSandboxHost(false) }
+	if plan == nil {
+		return exec.Command(spec.command, spec.args...), nil, nil
 	}
-	plan, err := newSandboxPlan(spec.name, spec.sandbox, probe())
-	if err != nil || plan == nil {
-		return err
+	cmd, err := shimCommand(spec, nil, plan)
+	if err != nil {
+		return nil, nil, err
 	}
-	plan.procAttr(cmd.SysProcAttr)
-	return shimProcess(cmd, shimSpec{Sandbox: plan})
+	return cmd, plan, nil
 }

@@ -86,13 +86,14 @@ type process struct {
 // has started; stderr is drained into spec.log from then on. The caller reads
 // p.stdout and must call Stop.
 func startProcess(spec processSpec) (*process, error) {
-	cmd := exec.Command(spec.command, spec.args...)
+	cmd, plan, err := containedCommand(spec)
+	if err != nil {
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+	}
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
 	setProcAttr(cmd)
-	if err := spec.contain(cmd); err != nil {
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
-	}
+	plan.procAttr(cmd.SysProcAttr)
 
 	// Pipes of our own rather than cmd.StdoutPipe: Wait must not close the
 	// read ends under the reader, and a crash is seen by Wait, not by EOF.
@@ -126,7 +127,7 @@ func startProcess(spec processSpec) (*process, error) {
 	p.tail.max = stderrTailLines
 	started := make(chan error, 1)
 	go p.own(cmd, started)
-	err := <-started
+	err = <-started
 	closeAll([]*os.File{inR, outW, errW}) // the child's ends, now the child's alone
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})

@@ -521,7 +521,7 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
-		sandbox:   b.cfg.Sandbox,
+		sandbox:   b.gcfg.sandbox(b.cfg),
 
 		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
 		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,
