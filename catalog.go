@@ -34,6 +34,9 @@ type backendItem struct {
 // built.
 type catalog struct {
 	lists [numKinds]catalogList
+	// resourceNames are the names clients see of the resources in the
+	// list, by server and the server's own URI (see clientURI).
+	resourceNames map[subKey]string
 }
 
 // catalogList is the aggregated list of one kind, sorted by name.
@@ -71,6 +74,10 @@ func buildCatalog(backends []*backend) (*catalog, []string) {
 		var c []string
 		cat.lists[k], c = buildList(backends, k)
 		collisions = append(collisions, c...)
+	}
+	cat.resourceNames = make(map[subKey]string, len(cat.lists[kindResource].items))
+	for _, it := range cat.lists[kindResource].items {
+		cat.resourceNames[subKey{it.backend.name, it.orig}] = it.name
 	}
 	return cat, collisions
 }

@@ -22,8 +22,8 @@ import (
 // passed through applyDefaults, is a working gateway with no servers.
 //
 // The file may be the same one a desktop MCP client uses: corral reads the
-// "mcpServers" map and its own top-level keys, and ignores (with one warning)
-// any other top-level key.
+// "mcpServers" map (or VS Code's "servers" map, or both) and its own
+// top-level keys, and ignores (with one warning) any other top-level key.
 type Config struct {
 	// Listen is the TCP address of the Streamable HTTP front end.
 	// If empty, "127.0.0.1:8931".
@@ -118,6 +118,11 @@ type Config struct {
 	// session ends. If zero, 64 and 256.
 	MaxServerRequestsPerSession int `json:"maxServerRequestsPerSession"`
 	MaxServerRequests           int `json:"maxServerRequests"`
+	// MaxTasksPerSession bounds the tasks (MCP 2025-11-25) one session has
+	// created through corral and corral remembers; past it, a task-augmented
+	// request gets an error. A task is forgotten when its ttl ends, its
+	// server restarts or its session ends. If zero, 100.
+	MaxTasksPerSession int `json:"maxTasksPerSession"`
 	// MaxStderrLinesPerSecond and MaxStderrBytesPerSecond bound how much of
 	// one server's stderr corral copies into its own log: on average, with
 	// bursts of up to one second's worth. Past either, lines are left out of
@@ -135,6 +140,9 @@ type Config struct {
 	// a server entry may override each of them.
 	Supervision
 
+	// Limits bounds the resources of every server's processes; a server
+	// entry may override each limit. If zero, no limits.
+	Limits Limits `json:"limits,omitzero"`
 	// Sandbox is the sandbox of every local server; a server entry may
 	// override each of its rules. If nil, none.
 	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
@@ -156,8 +164,15 @@ type ServerConfig struct {
 	Command string `json:"command,omitempty"`
 
 	// URL, instead of a command, names a remote server reached over
-	// Streamable HTTP.
+	// Streamable HTTP, or over the HTTP+SSE transport of 2024-11-05 if Type
+	// is "sse": then URL is the server's event stream.
 	URL string `json:"url,omitempty"`
+
+	// Type is how a remote server is reached: "http" (Streamable HTTP) or
+	// "sse" (the HTTP+SSE transport of 2024-11-05). If empty, "http". The
+	// parser sets it for every remote server ("streamable-http" is "http"),
+	// and leaves it empty for a local one ("stdio").
+	Type string `json:"type,omitempty"`
 
 	// Headers are sent with every request to a remote server.
 	Headers map[string]string `json:"headers,omitempty"`
@@ -170,6 +185,11 @@ type ServerConfig struct {
 
 	// Cwd is the server's working directory. If empty, corral's.
 	Cwd string `json:"cwd,omitempty"`
+
+	// EnvFile names a .env file whose variables are added to the server's
+	// environment where Env does not set them (see parseEnvFile): VS Code's
+	// envFile. A relative path is relative to the config file's directory.
+	EnvFile string `json:"envFile,omitempty"`
 
 	// Prefix, if set, renames each of the server's tools to Prefix + "__" + name.
 	// If empty, tool names pass through unchanged (see the collision rule in
@@ -197,6 +217,9 @@ type ServerConfig struct {
 	// this server.
 	Supervision
 
+	// Limits overrides, limit by limit, the top level's limits for this
+	// server.
+	Limits Limits `json:"limits,omitzero"`
 	// Sandbox overrides, rule by rule, the top level's sandbox for this
 	// server (sandbox.go). If neither is set, the server runs with all of
 	// corral's rights.
@@ -341,6 +364,7 @@ const (
 const (
 	defaultMaxServerRequestsPerSession = 64
 	defaultMaxServerRequests           = 256
+	defaultMaxTasksPerSession          = 100
 )
 
 // firstSet returns the first of values that is not the zero value, or the
@@ -388,10 +412,14 @@ func LoadConfig(path string, getenv func(string) (string, bool), warn func(msg s
 }
 
 // ParseConfig parses data, the contents of the config file at path, and
-// returns it validated, with defaults applied. Path is used only in messages.
+// returns it validated, with defaults applied. Path is used in messages, and
+// relative paths in the file (authTokenFile, ${file:PATH}) start from its
+// directory. Data may hold comments and trailing commas (see stripJSONC).
 //
-// References to environment variables in a server's command, args, env values
-// and cwd are expanded (see expand) using getenv, which is os.LookupEnv if nil.
+// References to environment variables in a server's command, args, env and
+// headers values, cwd and url are expanded (see expand) using getenv, which is
+// os.LookupEnv if nil; ${file:PATH} in env and headers values is replaced by
+// the file's content (see readSecretFile).
 // Warn, if not nil, receives non-fatal warnings, such as the list of top-level
 // keys corral ignores.
 //
@@ -401,6 +429,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
+	data = stripJSONC(data) // VS Code's files may hold comments and trailing commas
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		var se *json.SyntaxError
@@ -411,15 +440,17 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		return nil, fmt.Errorf("%s: want a JSON object at the top level, got %s", path, jsonKind(data))
 	}
 
-	p := &parser{getenv: getenv}
+	p := &parser{getenv: getenv, path: path}
 	c := &Config{file: path}
 	fields := jsonFields(c)
-	c.MCPServers = p.parseServers(top["mcpServers"])
+	c.MCPServers = p.parseServers(top["mcpServers"], top["servers"])
 	var ignored []string
 	for _, key := range slices.Sorted(maps.Keys(top)) {
 		switch {
-		case key == "mcpServers":
+		case key == "mcpServers", key == "servers":
 			// Parsed above.
+		case key == "inputs":
+			// VS Code's prompts for ${input:ID}; each use of one is an error.
 		case fields[key] != nil:
 			p.decode("", key, top[key], fields[key])
 		default:
@@ -484,6 +515,7 @@ func (c *Config) applyDefaults() {
 	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
 	c.MaxServerRequestsPerSession = firstSet(c.MaxServerRequestsPerSession, defaultMaxServerRequestsPerSession)
+	c.MaxTasksPerSession = firstSet(c.MaxTasksPerSession, defaultMaxTasksPerSession)
 	c.MaxServerRequests = firstSet(c.MaxServerRequests, defaultMaxServerRequests)
 	c.MaxStderrLinesPerSecond = firstSet(c.MaxStderrLinesPerSecond, defaultMaxStderrLines)
 	c.MaxStderrBytesPerSecond = firstSet(c.MaxStderrBytesPerSecond, defaultMaxStderrBytes)

@@ -121,6 +121,7 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 		"maxCatalogBytes": 4096,
 		"maxServerRequestsPerSession": 2,
 		"maxServerRequests": 9,
+		"maxTasksPerSession": 11,
 		"maxStderrLinesPerSecond": 20,
 		"maxStderrBytesPerSecond": 8192,
 		"authTokenEnv": "TOKEN",
@@ -155,6 +156,7 @@ func TestParseConfigKeepsExplicitSettings(t *testing.T) {
 
 		MaxServerRequestsPerSession: 2,
 		MaxServerRequests:           9,
+		MaxTasksPerSession:          11,
 	}
 	got := *c
 	got.MCPServers, got.file = nil, ""
@@ -251,8 +253,8 @@ func TestParseConfigErrors(t *testing.T) {
 	}{
 		{
 			name: "a JSON syntax error gives the line and column",
-			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\",}\n  }\n}",
-			want: `config.json:3:31: invalid JSON: invalid character '}' looking for beginning of object key string`,
+			src:  "{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"x\" \"args\": []}\n  }\n}",
+			want: `config.json:3:31: invalid JSON: invalid character '"' after object key:value pair`,
 		},
 		{
 			name: "a syntax error on the first line counts columns in characters",
@@ -313,7 +315,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "failedRetry", "headers", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "sandbox", "stableAfter", "tools", "url"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "command", "cwd", "disabled", "env", "envFile", "failedRetry", "headers", "limits", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "requestTimeout", "restartDelay", "restartWindow", "sandbox", "stableAfter", "tools", "type", "url"`,
 		},
 		{
 			name: "a missing command is an error",
@@ -372,9 +374,14 @@ func TestParseConfigErrors(t *testing.T) {
 			want: `config.json: mcpServers: every server is disabled; enable one by removing "disabled": true, or add one, e.g. {"mcpServers": {"echo": {"command": "..."}}}`,
 		},
 		{
-			name: "an sse server is not supported",
-			src:  server("remote", `{"type": "sse", "url": "https://example.com/sse"}`),
-			want: `config.json: mcpServers.remote.type: "sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`,
+			name: "an sse server needs a url",
+			src:  server("remote", `{"type": "sse", "command": "x"}`),
+			want: `config.json: mcpServers.remote.url: required for type "sse" (the server's event stream, e.g. "https://example.com/sse")`,
+		},
+		{
+			name: "an sse server's type must be a string",
+			src:  server("remote", `{"type": ["sse"], "url": "https://example.com/sse"}`),
+			want: `config.json: mcpServers.remote.type: want a string such as "stdio", got array`,
 		},
 		{
 			name: "an http server needs a url",
@@ -405,7 +412,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown type is an error",
 			src:  server("ws", `{"type": "websocket", "command": "x"}`),
-			want: `config.json: mcpServers.ws.type: unknown server type "websocket"; write "stdio" or "http", or remove the key`,
+			want: `config.json: mcpServers.ws.type: unknown server type "websocket"; write "stdio", "http" or "sse", or remove the key`,
 		},
 		{
 			name: "a negative top-level duration is an error",
@@ -564,6 +571,25 @@ func TestParseConfigReportsAllErrors(t *testing.T) {
 	joined, ok := err.(interface{ Unwrap() []error })
 	if !ok || len(joined.Unwrap()) != len(want) {
 		t.Errorf("ParseConfig(...) error = %#v, want %d joined errors", err, len(want))
+	}
+}
+
+func TestParseConfigRemoteServerTypes(t *testing.T) {
+	c := mustParse(t, `{"mcpServers": {
+		"local": {"type": "stdio", "command": "x"},
+		"plain": {"url": "https://example.com/mcp"},
+		"http": {"type": "http", "url": "https://example.com/mcp"},
+		"streamable": {"type": "streamable-http", "url": "https://example.com/mcp"},
+		"sse": {"type": "sse", "url": "https://example.com/sse", "headers": {"Authorization": "Bearer t"}}
+	}}`, nil)
+	want := map[string]string{"local": "", "plain": "http", "http": "http", "streamable": "http", "sse": "sse"}
+	for name, typ := range want {
+		if got := c.MCPServers[name].Type; got != typ {
+			t.Errorf("server %s: Type = %q, want %q", name, got, typ)
+		}
+	}
+	if got := c.MCPServers["sse"].Headers["Authorization"]; got != "Bearer t" {
+		t.Errorf("sse server's Authorization header = %q, want it kept as for http", got)
 	}
 }
 

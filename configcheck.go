@@ -31,6 +31,7 @@ func (c *Config) resolved() []byte {
 		r.RequestTimeout = Duration(c.requestTimeout(s))
 		r.MaxInFlight = c.maxInFlight(s)
 		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
+		r.Limits = c.limits(s)
 		r.Sandbox = c.sandbox(s)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
@@ -46,6 +47,7 @@ func (c *Config) resolved() []byte {
 		}
 		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
 		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
+		r.EnvFile = shown("envFile", s.EnvFile)
 		if s.URL != "" {
 			r.URL = maskURL(shown("url", s.URL))
 		}
@@ -103,8 +105,9 @@ func maskURL(raw string) string {
 }
 
 // secretWarnings returns warnings about secrets other local users can read:
-// a config file that holds env values (often tokens) or a token file, either
-// readable by group or others.
+// a config file that holds env or headers values (often tokens) written in
+// it, rather than taken from the environment or a file by a reference, or a
+// token file, either readable by group or others.
 func secretWarnings(path string, c *Config) []string {
 	var out []string
 	readable := func(f string) bool {
@@ -113,7 +116,14 @@ func secretWarnings(path string, c *Config) []string {
 	}
 	hasEnv := false
 	for _, s := range c.MCPServers {
-		hasEnv = hasEnv || len(s.Env) > 0 || len(s.Headers) > 0
+		for k := range s.Env {
+			_, ref := s.shown["env."+k]
+			hasEnv = hasEnv || !ref
+		}
+		for k := range s.Headers {
+			_, ref := s.shown["headers."+k]
+			hasEnv = hasEnv || !ref
+		}
 	}
 	if hasEnv && readable(path) {
 		out = append(out, fmt.Sprintf("%s holds env or header values, which are often secrets, and other users can read it; chmod 600 %s", path, path))

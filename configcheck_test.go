@@ -22,6 +22,19 @@ func TestSecretWarnings(t *testing.T) {
 	if w := secretWarnings(path, c); len(w) != 0 {
 		t.Errorf("secretWarnings on a private file = %q, want none", w)
 	}
+
+	// Values taken from the environment or from files are not in the file:
+	// a Kubernetes ConfigMap, mounted readable by all, need not warn.
+	os.Chmod(path, 0o644)
+	os.WriteFile(filepath.Join(dir, "token"), []byte("t"), 0o600)
+	c, err = ParseConfig(path, []byte(`{"mcpServers":{"a":{"command":"x","env":{"K":"${file:token}","V":"${V}"}},
+		"b":{"url":"https://x.example/mcp","headers":{"Authorization":"Bearer ${file:token}"}}}}`), envOf(map[string]string{"V": "v"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := secretWarnings(path, c); len(w) != 0 {
+		t.Errorf("secretWarnings on a readable file whose values are all references = %q, want none", w)
+	}
 }
 
 func TestCheckMasksSecrets(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -29,6 +28,13 @@ import (
 type parser struct {
 	getenv func(string) (string, bool)
 	errs   []configError
+
+	// path is the config file's path, which relative paths in it start
+	// from; origin maps the name of each server entry in VS Code's
+	// "servers" map to "servers", for messages (others are in
+	// "mcpServers").
+	path   string
+	origin map[string]string
 }
 
 // A configError is one problem found in a config file.
@@ -53,7 +59,7 @@ func (p *parser) err(file string) error {
 	for i, e := range p.errs {
 		path := e.field
 		if e.server != "" {
-			path = "mcpServers." + quoteName(e.server)
+			path = cmp.Or(p.origin[e.server], "mcpServers") + "." + quoteName(e.server)
 			if e.field != "" {
 				path += "." + e.field
 			}
@@ -94,15 +100,22 @@ func ignoredKeysMessage(keys []string) string {
 	return fmt.Sprintf("ignoring %s corral does not use: %s", noun, strings.Join(quoted, ", "))
 }
 
-// parseServers parses data, the value of the "mcpServers" key or nil if the
-// key is missing, and checks that it has a server to run.
-func (p *parser) parseServers(data json.RawMessage) map[string]*ServerConfig {
-	var entries map[string]json.RawMessage
-	if data != nil {
-		if err := json.Unmarshal(data, &entries); err != nil {
-			p.errorf("", "mcpServers", "want an object mapping server names to server entries, got %s", jsonKind(data))
-			return nil
+// parseServers parses the values of the "mcpServers" key and of VS Code's
+// "servers" key (each nil if missing), and checks that they have a server to
+// run. A name may be in only one of the two.
+func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[string]*ServerConfig {
+	entries, ok1 := p.serverEntries("mcpServers", mcpServers)
+	more, ok2 := p.serverEntries("servers", vscodeServers)
+	for name, data := range more {
+		if _, dup := entries[name]; dup {
+			p.errorf("", "servers", "server %q is in both mcpServers and servers; keep one of the two entries", name)
+			continue
 		}
+		entries[name] = data
+		if p.origin == nil {
+			p.origin = map[string]string{}
+		}
+		p.origin[name] = "servers"
 	}
 	servers := make(map[string]*ServerConfig)
 	enabled := 0
@@ -116,7 +129,7 @@ func (p *parser) parseServers(data json.RawMessage) map[string]*ServerConfig {
 
 	const example = `{"mcpServers": {"echo": {"command": "..."}}}`
 	switch {
-	case enabled > 0:
+	case enabled > 0, !ok1 || !ok2: // a map that is not one was reported
 	case len(servers) > 0:
 		p.errorf("", "mcpServers", `every server is disabled; enable one by removing "disabled": true, or add one, e.g. %s`, example)
 	default:
@@ -125,13 +138,32 @@ func (p *parser) parseServers(data json.RawMessage) map[string]*ServerConfig {
 	return servers
 }
 
+// serverEntries returns the entries of data, the value of the top-level key
+// (nil if the key is missing), by name, and reports whether data is such a
+// map (or missing).
+func (p *parser) serverEntries(key string, data json.RawMessage) (map[string]json.RawMessage, bool) {
+	entries := map[string]json.RawMessage{}
+	if data != nil {
+		if err := json.Unmarshal(data, &entries); err != nil {
+			p.errorf("", key, "want an object mapping server names to server entries, got %s", jsonKind(data))
+			return map[string]json.RawMessage{}, false
+		}
+	}
+	if entries == nil { // null
+		entries = map[string]json.RawMessage{}
+	}
+	return entries, true
+}
+
 // foreignServerKeys are keys that other MCP clients put in server entries.
 // corral accepts them and ignores them, so that a desktop client's config file
 // can be used as is.
-var foreignServerKeys = []string{"alwaysAllow", "autoApprove", "description", "timeout"}
+// VS Code's "dev" (watch files and restart, attach a debugger) is one: corral
+// starts every server at once and logs its stderr anyway.
+var foreignServerKeys = []string{"alwaysAllow", "autoApprove", "description", "dev", "timeout"}
 
 // remoteServerTypes are the values of a server entry's "type" key that name a
-// remote (HTTP) server, which corral cannot run yet.
+// remote (HTTP) server.
 var remoteServerTypes = []string{"http", "sse", "streamable-http"}
 
 // parseServer parses and validates the entry of the server with the given
@@ -141,7 +173,7 @@ var remoteServerTypes = []string{"http", "sse", "streamable-http"}
 func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	s := &ServerConfig{name: name}
 	if name == "" {
-		p.errorf("", `mcpServers.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
+		p.errorf("", cmp.Or(p.origin[""], "mcpServers")+`.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
 		return s
 	}
 	var entry map[string]json.RawMessage
@@ -180,10 +212,14 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
 	delete(fields, "url") // checked below, with "type"
 	fields["url"] = &s.URL
+	delete(fields, "type") // checkServerType's
 	for _, key := range slices.Sorted(maps.Keys(entry)) {
 		switch {
 		case fields[key] != nil:
 			p.decode(s.name, key, entry[key], fields[key])
+			if key == "env" {
+				p.refuseNullEnv(s.name, entry[key])
+			}
 		case key == "type", slices.Contains(foreignServerKeys, key):
 			// Checked below, or ignored.
 		default:
@@ -196,6 +232,18 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 	}
 }
 
+// refuseNullEnv reports each null value of data, a server's env: VS Code
+// unsets such a variable, which encoding/json would turn into an empty one.
+func (p *parser) refuseNullEnv(server string, data json.RawMessage) {
+	var env map[string]json.RawMessage
+	json.Unmarshal(data, &env) // a wrong kind was reported by decode
+	for _, key := range slices.Sorted(maps.Keys(env)) {
+		if string(env[key]) == "null" {
+			p.errorf(server, "env."+key, "null (VS Code's way to unset a variable) is not supported; remove the variable, or give it a string value")
+		}
+	}
+}
+
 // checkServerType checks raw, the value of a server's "type" key, against
 // the server's url: "stdio" without one, a remote type with one.
 func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
@@ -204,14 +252,18 @@ func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
 	switch err := json.Unmarshal(raw, &typ); {
 	case err != nil:
 		p.errorf(name, "type", `want a string such as "stdio", got %s`, jsonKind(raw))
-	case typ == "sse":
-		p.errorf(name, "type", `"sse": the old HTTP+SSE transport is not supported; give the server's Streamable HTTP endpoint as "url" with "type": "http"`)
 	case typ == "stdio" && s.URL != "":
-		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http"`)
+		p.errorf(name, "type", `"stdio" with a "url"; a remote server's type is "http" (or "sse" for the HTTP+SSE transport of 2024-11-05)`)
+	case typ == "sse" && s.URL == "":
+		p.errorf(name, "url", `required for type "sse" (the server's event stream, e.g. "https://example.com/sse")`)
 	case slices.Contains(remoteServerTypes, typ) && s.URL == "":
 		p.errorf(name, "url", `required for type %q (the server's Streamable HTTP endpoint, e.g. "https://example.com/mcp")`, typ)
 	case typ != "stdio" && !slices.Contains(remoteServerTypes, typ):
-		p.errorf(name, "type", `unknown server type %q; write "stdio" or "http", or remove the key`, typ)
+		p.errorf(name, "type", `unknown server type %q; write "stdio", "http" or "sse", or remove the key`, typ)
+	case typ == "sse":
+		s.Type = "sse"
+	case typ != "stdio":
+		s.Type = "http"
 	}
 }
 
@@ -220,6 +272,9 @@ func (p *parser) checkServerType(s *ServerConfig, raw json.RawMessage) {
 // one's settings.
 func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) {
 	name := s.name
+	if s.Type == "" {
+		s.Type = "http" // a url without a type
+	}
 	p.expand(s, "url", &s.URL)
 	u, err := url.Parse(s.URL)
 	switch {
@@ -228,7 +283,7 @@ func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) 
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
 	}
-	for _, key := range []string{"command", "args", "env", "cwd"} {
+	for _, key := range []string{"command", "args", "env", "envFile", "cwd", "limits"} {
 		if _, ok := entry[key]; ok {
 			p.errorf(name, key, `a remote server (with "url") has no %s; remove one of the two`, key)
 		}
@@ -263,6 +318,7 @@ func (p *parser) parseLocal(s *ServerConfig) {
 		p.expand(s, "env."+key, &v)
 		s.Env[key] = v
 	}
+	p.loadEnvFile(s)
 	p.expand(s, "cwd", &s.Cwd)
 }
 
@@ -275,6 +331,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 		p.errorf(name, "requestTimeout", "must not be negative, got %v; use a duration such as \"60s\", or remove the key to use the global requestTimeout", s.RequestTimeout.D())
 	}
 	p.validateSupervision(name, s.Supervision)
+	p.validateLimits(name, s.Limits)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string
@@ -373,10 +430,12 @@ func (p *parser) validate(c *Config) {
 		{"maxCatalogBytes", c.MaxCatalogBytes, defaultMaxCatalogBytes},
 		{"maxServerRequestsPerSession", int64(c.MaxServerRequestsPerSession), defaultMaxServerRequestsPerSession},
 		{"maxServerRequests", int64(c.MaxServerRequests), defaultMaxServerRequests},
+		{"maxTasksPerSession", int64(c.MaxTasksPerSession), defaultMaxTasksPerSession},
 		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
 		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
 	}
 	p.validateSupervision("", c.Supervision)
+	p.validateLimits("", c.Limits)
 	p.validateSandbox("", false, c.Sandbox)
 	for _, f := range limits {
 		if f.n < 0 {
@@ -393,17 +452,17 @@ func (p *parser) readToken(c *Config, path string) string {
 	case c.AuthTokenFile != "" && c.AuthTokenEnv != "":
 		p.errorf("", "authTokenFile", "set authTokenFile or authTokenEnv, not both")
 	case c.AuthTokenFile != "":
-		f := c.AuthTokenFile
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(filepath.Dir(path), f)
-		}
-		data, err := os.ReadFile(f)
+		data, err := readSecretFile(filepath.Dir(path), c.AuthTokenFile)
 		if err != nil {
 			p.errorf("", "authTokenFile", "cannot read the token: %v", err)
 			return ""
 		}
-		if token := strings.TrimSpace(string(data)); token != "" {
+		if token := strings.TrimSpace(data); token != "" {
 			return token
+		}
+		f := c.AuthTokenFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
 		}
 		p.errorf("", "authTokenFile", "%s is empty; put the token in it", f)
 	case c.AuthTokenEnv != "":
@@ -413,91 +472,6 @@ func (p *parser) readToken(c *Config, path string) string {
 		p.errorf("", "authTokenEnv", "the environment variable %s is not set or empty; export the token in it", c.AuthTokenEnv)
 	}
 	return ""
-}
-
-// expand expands the variables in *value, the field of server s, in place,
-// and records in s.shown how -check prints the field: with "****" for each
-// variable's value, whatever it is, since it may be a secret.
-func (p *parser) expand(s *ServerConfig, field string, value *string) {
-	v, err := expand(*value, p.getenv)
-	if err != nil {
-		p.errorf(s.name, field, "%v", err)
-		return
-	}
-	if strings.Contains(*value, "${") {
-		if s.shown == nil {
-			s.shown = map[string]string{}
-		}
-		s.shown[field], _ = expand(*value, func(string) (string, bool) { return secretMask, true })
-	}
-	*value = v
-}
-
-// expand returns s with each ${NAME} replaced by the value of the environment
-// variable NAME, looked up with getenv, and each ${NAME:-default} replaced by
-// that value or, if the variable is unset or empty, by default, taken
-// literally. "$$" stands for a literal "$", and a "$" followed by anything else
-// than "{" or "$" is kept as is. A value from the environment is not expanded
-// again.
-//
-// It is an error for NAME to be unset (without a default), for it not to be a
-// valid name (a letter or '_', then letters, digits and '_'), or for "${" to
-// have no closing "}".
-func expand(s string, getenv func(string) (string, bool)) (string, error) {
-	if !strings.Contains(s, "$") {
-		return s, nil
-	}
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(s, '$')
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		b.WriteString(s[:i])
-		s = s[i:]
-		switch {
-		case strings.HasPrefix(s, "$$"):
-			b.WriteByte('$')
-			s = s[2:]
-		case strings.HasPrefix(s, "${"):
-			end := strings.IndexByte(s, '}')
-			if end < 0 {
-				return "", fmt.Errorf("unterminated %q; close it with \"}\", or write \"$$\" for a literal \"$\"", s)
-			}
-			ref := s[:end+1]
-			name, def, hasDefault := strings.Cut(s[2:end], ":-")
-			if !validVarName(name) {
-				return "", fmt.Errorf("invalid variable name %q in %s; a name is letters, digits and '_', not starting with a digit (write \"$$\" for a literal \"$\")", name, ref)
-			}
-			v, ok := getenv(name)
-			switch {
-			case hasDefault && v == "":
-				v = def
-			case !ok:
-				return "", fmt.Errorf("%s is not set; export it, or write ${%s:-default}", ref, name)
-			}
-			b.WriteString(v)
-			s = s[end+1:]
-		default:
-			b.WriteByte('$')
-			s = s[1:]
-		}
-	}
-}
-
-// validVarName reports whether name is a valid environment variable name in
-// a ${NAME} reference.
-func validVarName(name string) bool {
-	if name == "" || '0' <= name[0] && name[0] <= '9' {
-		return false
-	}
-	for _, r := range name {
-		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // validName reports whether name, a server name or tool prefix, is non-empty

@@ -32,6 +32,16 @@ type msgConn interface {
 	Close() error
 }
 
+// remoteLink is a msgConn to a remote server, which may end on its own
+// (the server ended the session, or its event stream): Done is closed then,
+// and Err says why. Both a remoteConn (Streamable HTTP) and an sseConn (the
+// HTTP+SSE transport of 2024-11-05) are.
+type remoteLink interface {
+	msgConn
+	Done() <-chan struct{}
+	Err() error
+}
+
 // lineTooLongError reports a message (a line, on a child's stdout) over the
 // connection's maximum, maxLineBytes. It has been read and thrown away; id
 // holds the raw JSON of its top-level "id" member, if one

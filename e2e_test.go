@@ -130,6 +130,9 @@ func startCorralIn(t *testing.T, dir, path string, wrap, env []string, args ...s
 		}
 		cmd.Process.Kill()
 		<-c.exited
+		c.mu.Lock()
+		removeLoggedCgroups(t, c.log)
+		c.mu.Unlock()
 		if t.Failed() {
 			c.mu.Lock()
 			t.Logf("corral's log:\n%s", strings.Join(c.log, "\n"))
@@ -329,7 +332,7 @@ func TestExitCodes(t *testing.T) {
 		wantCode int
 		wantLog  string
 	}{
-		{"a JSON syntax error is a config error", `{"mcpServers": {"a": {"command": "x",}}}`, nil, 2, `config.json:1:`},
+		{"a JSON syntax error is a config error", `{"mcpServers": {"a": {"command": "x" "args": []}}}`, nil, 2, `config.json:1:`},
 		{"a misspelt field is a config error", `{"mcpServers": {"a": {"comand": "x"}}}`, nil, 2, `did you mean "command"`},
 		{"a taken port cannot be served", `{"listen":"` + busy.Addr().String() + `","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, nil, 1, "address already in use"},
 		{"an unknown flag is a usage error", `{}`, []string{"-nope"}, 2, "flag provided but not defined"},

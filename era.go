@@ -19,7 +19,8 @@ import (
 // inboundOf returns msg in the internal form, with the era its params
 // claim, or the error to answer a malformed modern request with. Only a
 // request has an era of its own: a notification or an answer belongs to its
-// session, which is legacy.
+// session, which is legacy. (Over HTTP, a modern client's notification has
+// no session: the front end serves it, see serveModernMessage.)
 func inboundOf(msg *wireMsg) (*inbound, *wireError) {
 	if msg.Method == "" || msg.ID == nil {
 		return legacyInbound(msg), nil

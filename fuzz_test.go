@@ -120,6 +120,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add([]byte(`{"mcpServers":{"d":{"command":"${`), "}")
 	f.Add([]byte(`{"mcpServers":{"u":{"url":"https://me:${X}@h/${X}?k=${X}","headers":{"A":"${X}"}}}}`), "secret")
 	f.Add([]byte(`{"mcpServers":{"u":{"url":"${X}://h/"}}}`), "https")
+	f.Add([]byte("{\n// VS Code\n\"servers\":{\"v\":{\"type\":\"stdio\",\"command\":\"${env:X}\",\"env\":{\"K\":\"${file:nope}\"},},},/* c */\"inputs\":[]}"), "x")
 	f.Fuzz(func(t *testing.T, data []byte, value string) {
 		getenvFor := func(value string) func(string) (string, bool) {
 			return func(name string) (string, bool) {

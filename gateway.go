@@ -19,16 +19,16 @@ import (
 //
 // Gateway holds the wiring (config, backends, catalog, health) and routes
 // over the catalog; each other concern has its own type and lock: the
-// sessions (session.go), their subscriptions (subscriptions.go), and the
-// servers' requests to clients (serverrequests.go).
+// sessions (session.go), their subscriptions (subscriptions.go) and tasks
+// (tasks.go), and the servers' requests to clients (serverrequests.go).
 //
 // Lock order, where locks nest: reloadMu (held while Reload stops and
 // starts backends), then catMu (held while a rebuild reads the backends
 // and tells the sessions), then any of g.mu, a backend's mu, and
 // sessionSet.mu, under which a session's mu is taken. g.mu, a session's
-// mu, subscriptions.mu and parkedExchanges.mu are leaves: each is held
-// only to read or change its own fields, never while another lock is
-// taken, a session is sent a message or a server is called. No lock of the
+// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves:
+// each is held only to read or change its own fields, never while another
+// lock is taken, a session is sent a message or a server is called. No lock of the
 // gateway's is taken while a backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
@@ -36,6 +36,7 @@ type Gateway struct {
 	backends []*backend // sorted by name; replaced whole by Reload, never changed in place
 	instance string     // the marker of this gateway's processes; see newInstanceID
 	reaper   *orphanReaper
+	cgroups  *cgroupTree // where servers get cgroups of their own, if on
 
 	// pageSize is the number of tools in one page of tools/list. If zero,
 	// defaultPageSize.
@@ -69,6 +70,7 @@ type Gateway struct {
 	sessions *sessionSet      // the sessions that hear of changes
 	subs     *subscriptions   // the sessions' subscriptions to resources
 	parked   *parkedExchanges // modern clients' calls waiting for their input
+	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
@@ -84,12 +86,14 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
 		instance: newInstanceID(), reaper: reaper}
+	g.cgroups = newCgroupTree(g.instance)
+	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	for _, s := range cfg.Servers() {
-		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, cfg, s))
+		g.backends = append(g.backends, newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s))
 	}
 	return g
 }
@@ -159,7 +163,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
-		nb := newBackend(g, g.log, g.instance, g.reaper, cfg, s)
+		nb := newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
 		next = append(next, nb)
 		starting = append(starting, nb)
 		if b != nil {
@@ -203,6 +207,7 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 func fingerprint(cfg *Config, s *ServerConfig) string {
 	b, _ := json.Marshal(struct {
 		Command, Cwd, Prefix, URL string
+		Type                      string
 		Args                      []string
 		Env, Headers              map[string]string
 		Tools                     *ToolFilter
@@ -210,8 +215,9 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Sup                       Supervision
 		Start, Stop, Kill         Duration
 		MaxLine                   int64
+		Limits                    Limits
 		Sandbox                   *SandboxConfig
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.sandbox(s)})
+	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), cfg.sandbox(s)})
 	return string(b)
 }
 
@@ -261,6 +267,9 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	// while corral was stopping them all.
 	if killed := sweepMarked(g.instance, "", g.reaper); len(killed) > 0 {
 		g.log.Warn("killed processes left behind by servers", "pids", pidList(killed))
+	}
+	if err := g.cgroups.close(); err != nil {
+		g.log.Warn("cannot remove corral's cgroups", "err", err)
 	}
 }
 
@@ -525,7 +534,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, answer.Result, cacheable(msg.Method))
+		r = in.rules.result(msg.ID, g.clientURIs(b, answer.Result), cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.metrics.observe(outcome, time.Since(start))
@@ -536,6 +545,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
+	g.forgetServerTasks(b)
 	b.setLogLevel(g.wantedLogLevel())
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions
@@ -553,11 +563,12 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 type healthReport struct {
 	Status   string   `json:"status"` // "ok" when every backend is ready, else "degraded"
 	Backends []health `json:"backends"`
+	Sessions int      `json:"sessions"` // open MCP sessions, over every front end
 	Time     string   `json:"time"`
 }
 
 func (g *Gateway) health() (healthReport, bool) {
-	r := healthReport{Status: "ok", Time: time.Now().UTC().Format(time.RFC3339)}
+	r := healthReport{Status: "ok", Sessions: g.sessions.count(), Time: time.Now().UTC().Format(time.RFC3339)}
 	ok := true
 	for _, b := range g.backendList() {
 		h := b.health()

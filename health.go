@@ -15,6 +15,12 @@ type health struct {
 	Error    string       `json:"error,omitempty"`
 	RetryAt  string       `json:"retryAt,omitempty"`
 	Stderr   []string     `json:"stderrTail,omitempty"`
+
+	// Prompts, Resources and Templates count the server's prompts,
+	// resources and resource templates, as Tools counts its tools.
+	Prompts   int `json:"prompts"`
+	Resources int `json:"resources"`
+	Templates int `json:"resourceTemplates"`
 }
 
 // health returns what /healthz reports of the backend now. It is safe for
@@ -23,6 +29,7 @@ func (b *backend) health() health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := health{Name: b.name, State: b.state, Tools: len(b.up.items(kindTool)), Restarts: b.restarts, LastExit: b.lastExit}
+	h.Prompts, h.Resources, h.Templates = len(b.up.items(kindPrompt)), len(b.up.items(kindResource)), len(b.up.items(kindTemplate))
 	if b.proc != nil {
 		h.PID = b.proc.pid
 		if b.state != stateReady {

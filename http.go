@@ -32,6 +32,9 @@ type httpFrontEnd struct {
 	log      *slog.Logger
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
+	modern   modernCalls  // modern requests in flight, for their clients' cancellations
+
+	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -42,7 +45,8 @@ type httpFrontEnd struct {
 type httpSession struct {
 	id string
 	*session
-	events chan []byte // messages for the GET stream; dropped when full
+	events chan []byte    // messages for the GET stream; dropped when full
+	sse    *sseFrontQueue // set for a legacy SSE session (ssefront.go), which /mcp does not serve
 
 	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
 	streams  atomic.Int32 // open GET streams
@@ -85,11 +89,15 @@ func (h *httpFrontEnd) shutdown() {
 }
 
 // ServeHTTP checks the request's Origin, Host and bearer token, then serves
-// /mcp (POST, GET, DELETE), /healthz or /metrics. It is safe for concurrent
-// use.
+// /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz or
+// /metrics. It is safe for concurrent use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
+		return
+	}
+	if wantsStatusPage(r) { // a browser at /: the page checks the token itself
+		h.serveStatusPage(w, r)
 		return
 	}
 	if !h.authorized(r) {
@@ -99,6 +107,9 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case mcpPath:
+	case sseFrontPath, sseFrontMessagesPath:
+		h.serveLegacySSE(w, r)
+		return
 	case "/healthz":
 		h.serveHealth(w, r)
 		return
@@ -108,6 +119,9 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		http.NotFound(w, r)
+		return
+	}
+	if refuseModernGetDelete(w, r) {
 		return
 	}
 	// A modern POST is checked against its body, which decides its era.
@@ -192,6 +206,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if isBatch(body) {
+		h.serveBatch(w, r, body)
+		return
+	}
 	msg, werr := decodeMessage(body)
 	if werr != nil {
 		var id json.RawMessage
@@ -203,6 +221,10 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
 		h.serveModern(w, r, msg)
+		return
+	}
+	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get("MCP-Protocol-Version"), msg) {
+		h.serveModernMessage(w, r, msg)
 		return
 	}
 	if !checkLegacyVersion(w, r, msg) {
@@ -405,6 +427,12 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
+	// Its client's notifications/cancelled does what closing the stream
+	// does (see serveModernMessage).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer h.modern.add(string(msg.ID), clientHost(r), cancel)()
+	r = r.WithContext(ctx)
 	s := h.gw.detachedSession()
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
@@ -427,7 +455,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 	h.mu.Lock()
 	s := h.sessions[id]
 	h.mu.Unlock()
-	if s == nil {
+	if s == nil || s.sse != nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
 	}

@@ -95,7 +95,7 @@ func TestCorralSIGTERMLeavesNoProcessAndNoZombie(t *testing.T) {
 	// A crash: corral kills the escaped grandchild and reaps it.
 	cl := connect(t, c.url)
 	cl.callTool("1", "s_crash", `{}`)
-	c.waitLog(`killed processes the server left behind.*server=setsid`)
+	c.waitLog(`killed processes the server left (behind|in its cgroup).*server=setsid`)
 	waitFor(t, 5*time.Second, "corral to reap what it killed", func() bool {
 		for _, pid := range allPIDs() {
 			if st, ok := readStat(pid); ok && st.ppid == corral && st.state == 'Z' {

@@ -140,7 +140,7 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
 		inv.stdout.Write(cfg.resolved())
 		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
-		return 0, true
+		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
 	}
 	return 0, false
 }
@@ -167,6 +167,7 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	sh := watchSignals(log, cfg.ShutdownTimeout.D())
 	defer sh.close()
 	sweepLeftovers(log)
+	sweepLeftoverCgroups(log, os.Getenv(envInstance))
 	reaper, err := newOrphanReaper(log)
 	if err != nil {
 		log.Warn("cannot become a child subreaper; descendants that leave their server's process group are found by their marker only", "err", err)

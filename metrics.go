@@ -5,6 +5,7 @@ package main
 
 import (
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,7 @@ type callMetrics struct {
 	outcomes [numOutcomes]atomic.Int64
 	buckets  [len(latencyBuckets) + 1]atomic.Int64 // the last is +Inf
 	sumNanos atomic.Int64
+	recent   minuteCounts // for the status page; not in /metrics
 }
 
 // observe records a call that ended with outcome after d.
@@ -45,4 +47,67 @@ func (m *callMetrics) observe(outcome callOutcome, d time.Duration) {
 	i := sort.SearchFloat64s(latencyBuckets[:], secs) // first bound >= secs
 	m.buckets[i].Add(1)
 	m.sumNanos.Add(int64(d))
+	m.recent.add(time.Now(), outcome.failed())
+}
+
+// failed reports whether a call that ended with o failed from its caller's
+// point of view: every outcome but success and the caller's own
+// cancellation.
+func (o callOutcome) failed() bool {
+	return o != outcomeOK && o != outcomeCancelled
+}
+
+// recentMinutes is how many minutes of tool calls minuteCounts remembers.
+const recentMinutes = 15
+
+// minuteCounts counts one backend's tool calls, and those that failed, in
+// each of the last recentMinutes minutes: a ring of per-minute buckets, each
+// stamped with its minute, so that a bucket left from an earlier turn of the
+// ring counts for nothing. Its zero value is ready to use; it is safe for
+// concurrent use and holds a fixed amount of memory.
+type minuteCounts struct {
+	mu      sync.Mutex
+	buckets [recentMinutes]minuteBucket
+}
+
+// minuteBucket is the count of one minute.
+type minuteBucket struct {
+	minute         int64 // minutes since the Unix epoch, plus one: 0 marks a bucket never used
+	calls, errored int64
+}
+
+// add counts a call that ended at now, and failed if failed.
+func (c *minuteCounts) add(now time.Time, failed bool) {
+	m := unixMinute(now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := &c.buckets[m%recentMinutes]
+	if b.minute != m {
+		*b = minuteBucket{minute: m}
+	}
+	b.calls++
+	if failed {
+		b.errored++
+	}
+}
+
+// sums returns the calls, and the failed ones, that ended in the last n
+// minutes at now: the current minute and the n-1 before it. n is at most
+// recentMinutes.
+func (c *minuteCounts) sums(now time.Time, n int) (calls, errored int64) {
+	m := unixMinute(now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.buckets {
+		if b.minute <= m && b.minute > m-int64(n) {
+			calls += b.calls
+			errored += b.errored
+		}
+	}
+	return calls, errored
+}
+
+// unixMinute returns the minute of t, counted from 1 at the Unix epoch's.
+func unixMinute(t time.Time) int64 {
+	return t.Unix()/60 + 1
 }

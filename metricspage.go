@@ -14,7 +14,8 @@ import (
 )
 
 // writeMetrics writes every metric of gw and of its HTTP front end h (nil
-// with -stdio) to w, the body of the status page /metrics. It is safe for
+// with -stdio) to w, the body of the status page /metrics, followed by the
+// process's and the Go runtime's (see processmetrics.go). It is safe for
 // concurrent use.
 func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 	var b strings.Builder
@@ -28,6 +29,8 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 		metricFamily(&b, "corral_event_streams", "gauge", "Open GET event streams of the HTTP front end.")
 		fmt.Fprintf(&b, "corral_event_streams %d\n", h.streams.Load())
 	}
+	writeProcessMetrics(&b)
+	writeRuntimeMetrics(&b)
 	io.WriteString(w, b.String())
 }
 

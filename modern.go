@@ -37,6 +37,57 @@ func claimsModern(params json.RawMessage) bool {
 	return json.Unmarshal(params, &p) == nil && p.Meta[metaVersion] != nil
 }
 
+// metaVersionOf returns the protocol version params name in _meta, or "".
+func metaVersionOf(params json.RawMessage) string {
+	if !bytes.Contains(params, []byte(metaVersion)) {
+		return ""
+	}
+	var p struct {
+		Meta struct {
+			Version string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(params, &p)
+	return p.Meta.Version
+}
+
+// claimsModernMessage reports whether msg, a notification or an answer a
+// client sent over HTTP with the MCP-Protocol-Version header header, is of
+// the modern era: the header says 2026-07-28, or the params' _meta does. No
+// session knows its era, and a modern notification need not carry _meta:
+// the official Go SDK's notifications/cancelled holds only requestId and
+// reason. A legacy session's message that names another version in _meta
+// stays the session's.
+func claimsModernMessage(header string, msg *wireMsg) bool {
+	return strings.TrimSpace(header) == modernVersion || metaVersionOf(msg.Params) == modernVersion
+}
+
+// checkModernNotification returns the error to refuse msg, a modern
+// client's notification sent over HTTP (see claimsModernMessage), with, or
+// nil. It refuses an answer (a modern client answers a server's input
+// requests by sending its request again, never with a JSON-RPC response), a
+// version in _meta other than 2026-07-28, and an MCP-Protocol-Version or
+// Mcp-Method header (get returns them) that disagrees with the body. The
+// specification sets no header a notification must carry, so a missing
+// header is no error.
+func checkModernNotification(get func(string) string, msg *wireMsg) *wireError {
+	if msg.Method == "" {
+		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a %s client sends no JSON-RPC responses: it answers a server's input requests by sending its request again with inputResponses", modernVersion)}
+	}
+	body, header := metaVersionOf(msg.Params), strings.TrimSpace(get("MCP-Protocol-Version"))
+	if body != "" && body != modernVersion {
+		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": body})
+		return &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", body, strings.Join(allVersions(), ", ")), Data: data}
+	}
+	if body != "" && header != "" && header != body {
+		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the MCP-Protocol-Version header is %q, and the body's _meta says %q", header, body)}
+	}
+	if v := strings.TrimSpace(get("Mcp-Method")); v != "" && v != msg.Method {
+		return &wireError{Code: codeHeaderMismatch, Message: fmt.Sprintf("the Mcp-Method header is %q, and the body's method is %q", v, msg.Method)}
+	}
+	return nil
+}
+
 // modernStatus is the HTTP status of a modern answer.
 func modernStatus(r *reply) int {
 	switch r.code {
@@ -311,12 +362,15 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 		raw, _ := json.Marshal(inputRequired{ResultType: "input_required", InputRequests: map[string]json.RawMessage{key: in}, RequestState: state})
 		return resultReply(msg.ID, raw)
 	case <-ctx.Done():
-		// Closing the stream cancels a modern request; so does shutdown,
-		// which gets an answer.
+		// Closing the stream cancels a modern request, and so does its
+		// client's notifications/cancelled: the client wants no answer, but
+		// the call is counted (answerReply) like any other. Shutdown
+		// cancels it too, and gets an answer.
 		ex.cancel()
 		<-ex.done
+		r := g.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
-			return g.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
+			return r
 		}
 		return nil
 	}

@@ -64,6 +64,9 @@ func (g *Gateway) capabilities() map[string]any {
 				caps[name] = struct{}{}
 			}
 		}
+		if c["tasks"] != nil {
+			mergeTasks(caps, c["tasks"])
+		}
 	}
 	return caps
 }

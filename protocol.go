@@ -83,6 +83,8 @@ const (
 	opUnsubscribe           // corral unsubscribes the session, and the server after the last
 	opSetLevel              // corral keeps the session's level and sets the servers' to the lowest wanted
 	opListen                // corral streams the changes the client asks for until it goes away
+	opTask                  // forwarded to the server of the session's task its taskId names (tasks.go)
+	opTaskList              // corral lists the session's tasks, each as its server has it now
 
 	opCancel       // a notification: corral cancels the client's request it names
 	opAcknowledged // a notification corral expects, with nothing to do
@@ -136,6 +138,10 @@ var methods = map[string]methodInfo{
 	"resources/unsubscribe":    {from: fromClient, op: opUnsubscribe, kind: kindResource, member: routeURI, eras: eraLegacy},
 	"logging/setLevel":         {from: fromClient, op: opSetLevel, eras: eraLegacy, capability: "logging"},
 	"subscriptions/listen":     {from: fromClient, op: opListen, eras: eraModern},
+	"tasks/get":                {from: fromClient, op: opTask, eras: eraLegacy},
+	"tasks/result":             {from: fromClient, op: opTask, eras: eraLegacy},
+	"tasks/cancel":             {from: fromClient, op: opTask, eras: eraLegacy},
+	"tasks/list":               {from: fromClient, op: opTaskList, eras: eraLegacy},
 
 	// Notifications from clients.
 	"notifications/initialized": {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},
@@ -152,6 +158,7 @@ var methods = map[string]methodInfo{
 	"notifications/resources/updated":          {from: fromServer, notification: true, kind: kindResource, member: routeURI, eras: eraBoth},
 	"notifications/message":                    {from: fromServer, notification: true, eras: eraBoth, capability: "logging"},
 	"notifications/subscriptions/acknowledged": {from: fromServer, notification: true, eras: eraModern},
+	"notifications/tasks/status":               {from: fromServer, notification: true, eras: eraLegacy},
 
 	// Notifications either side sends.
 	"notifications/cancelled": {from: fromEither, notification: true, op: opCancel, eras: eraBoth},

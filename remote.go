@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -94,6 +95,8 @@ type remoteConn struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	untyped sync.Once // for the debug log line about answers without Content-Type
 }
 
 // dialRemote returns a connection to the MCP server at url, called name in
@@ -443,8 +446,15 @@ func (c *remoteConn) readAnswer(o *outgoing, resp *http.Response) {
 	switch ct := mediaType(resp.Header.Get("Content-Type")); ct {
 	case "text/event-stream":
 		err = r.readSSE(resp.Body, nil)
-	case "application/json", "":
+	case "application/json":
 		err = r.readJSON(resp.Body)
+	case "":
+		body, isJSON := c.sniffJSON(resp.Body)
+		if !isJSON {
+			c.failed(o, "answered without a Content-Type, with a body that is not JSON; it must answer application/json or text/event-stream")
+			return
+		}
+		err = r.readJSON(body)
 	default:
 		c.failed(o, fmt.Sprintf("answered with Content-Type %q, neither application/json nor text/event-stream", ct))
 		return
@@ -463,6 +473,30 @@ func (c *remoteConn) readAnswer(o *outgoing, resp *http.Response) {
 		c.failed(o, fmt.Sprintf("broke off its answer: %v", bareError(err)))
 	default:
 		c.failed(o, fmt.Sprintf("answered HTTP %s with no answer to the request", statusText(resp.StatusCode)))
+	}
+}
+
+// sniffJSON reads the start of body, an answer without Content-Type (some
+// hosted servers send none), and reports whether it starts as JSON
+// messages do, or is empty: the body, read from its start, is then read as
+// JSON, which the debug log says once for the connection.
+func (c *remoteConn) sniffJSON(body io.Reader) (io.Reader, bool) {
+	br := bufio.NewReaderSize(body, remoteReadBuf)
+	for {
+		b, err := br.ReadByte()
+		switch {
+		case err != nil:
+			return br, true // empty: readJSON says there is no answer
+		case b == ' ' || b == '\t' || b == '\r' || b == '\n':
+			continue
+		case b != '{' && b != '[':
+			return br, false
+		}
+		br.UnreadByte()
+		c.untyped.Do(func() {
+			c.log.Debug("the server answers without a Content-Type; corral reads a body that starts as JSON as application/json")
+		})
+		return br, true
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -26,6 +27,14 @@ type msgReader struct {
 	onAnswer func([]byte) // if not nil, gets the answer to reqID before it is delivered
 	answered bool         // a message answering reqID was delivered
 	invalid  bool         // a message that seemed to answer reqID was not valid JSON-RPC, and was dropped
+
+	// onEvent, if not nil, gets each event named (by its event field,
+	// which must come before its data) other than "message", with its data
+	// whole, of at most sseMaxNamedData bytes, which is not read as
+	// messages: the endpoint event of the HTTP+SSE transport of 2024-11-05.
+	// An error it returns ends readSSE with it. If nil, the data of every
+	// event is read as messages.
+	onEvent func(name string, data []byte) error
 
 	// Where the scan is: s follows the JSON, at depth top the members of
 	// the message, and keeps the value of its "id".
@@ -320,6 +329,14 @@ const (
 	sseOther = iota
 	sseData
 	sseID
+	sseName      // the event field
+	sseNamedData // the data of an event for onEvent
+)
+
+// Bounds of the events readSSE passes to onEvent.
+const (
+	sseMaxName      = 64      // bytes of an event's name kept
+	sseMaxNamedData = 8 << 10 // bytes of data
 )
 
 // sseEvent is where readSSE is in the event stream.
@@ -329,6 +346,13 @@ type sseEvent struct {
 	hasData   bool    // the event has a data line
 	id        []byte  // the event's ID, if it has one
 	lastID    *string // if not nil, set to the ID of each event that has one
+	name      []byte  // the event's name, if it has one
+	named     []byte  // the data of an event for onEvent
+}
+
+// forOnEvent reports whether the data of ev goes to onEvent.
+func (r *msgReader) forOnEvent(ev *sseEvent) bool {
+	return r.onEvent != nil && len(ev.name) > 0 && string(ev.name) != "message"
 }
 
 // sseLine handles the start of a line, content (whole says whether the
@@ -345,8 +369,12 @@ func (r *msgReader) sseLine(ev *sseEvent, content []byte, whole bool) (value []b
 		if ev.id != nil && ev.lastID != nil {
 			*ev.lastID = string(ev.id)
 		}
-		ev.hasData, ev.id = false, nil
-		return content, r.answered || r.invalid, nil
+		var err error
+		if ev.hasData && r.forOnEvent(ev) {
+			err = r.onEvent(string(ev.name), ev.named)
+		}
+		ev.hasData, ev.id, ev.name, ev.named = false, nil, nil, ev.named[:0]
+		return content, r.answered || r.invalid || err != nil, err
 	case content[0] == ':':
 		ev.field = sseOther // a comment
 		return content, false, nil
@@ -358,6 +386,13 @@ func (r *msgReader) sseLine(ev *sseEvent, content []byte, whole bool) (value []b
 	value = bytes.TrimPrefix(value, []byte(" "))
 	switch string(name) {
 	case "data":
+		if r.forOnEvent(ev) {
+			if ev.hasData {
+				ev.named = append(ev.named, '\n')
+			}
+			ev.field, ev.hasData = sseNamedData, true
+			break
+		}
 		ev.field = sseData
 		if ev.hasData {
 			// Data lines are joined by a newline, which is whitespace
@@ -370,6 +405,8 @@ func (r *msgReader) sseLine(ev *sseEvent, content []byte, whole bool) (value []b
 		ev.hasData = true
 	case "id":
 		ev.field, ev.id = sseID, []byte{}
+	case "event":
+		ev.field, ev.name = sseName, []byte{}
 	default:
 		ev.field = sseOther
 	}
@@ -385,6 +422,13 @@ func (r *msgReader) sseContent(ev *sseEvent, content []byte) error {
 		if len(ev.id)+len(content) <= 1024 && !bytes.ContainsRune(content, 0) {
 			ev.id = append(ev.id, content...)
 		}
+	case sseName:
+		ev.name = append(ev.name, content[:min(len(content), sseMaxName-len(ev.name))]...)
+	case sseNamedData:
+		if len(ev.named)+len(content) > sseMaxNamedData {
+			return fmt.Errorf("an event named %q with over %d bytes of data", truncate(ev.name, sseMaxName), sseMaxNamedData)
+		}
+		ev.named = append(ev.named, content...)
 	}
 	return nil
 }

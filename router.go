@@ -88,11 +88,24 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		if werr != nil {
 			return errorReply(msg.ID, werr)
 		}
-		r := g.forward(ctx, s, in, b, params, token, send)
+		var r *reply
+		if in.era == eraLegacy && taskAugmented(params) {
+			r = g.forwardTask(ctx, s, in, b, params, token, send)
+		} else {
+			r = g.forward(ctx, s, in, b, params, token, send)
+		}
 		if r == nil || s.wasCancelled(key) {
 			return nil // the client cancelled it: it wants no answer
 		}
 		return r
+	case opTask:
+		r := g.serveTask(ctx, s, in, send)
+		if r == nil || s.wasCancelled(key) {
+			return nil
+		}
+		return r
+	case opTaskList:
+		result, err = g.listTasks(ctx, s, msg.Params)
 	case opSubscribe:
 		result, err = g.subscribe(ctx, s, msg.Params)
 	case opUnsubscribe:
@@ -119,9 +132,11 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 // start has ended (or ctx has).
 func (g *Gateway) discover(ctx context.Context) map[string]any {
 	g.waitFirstStarts(ctx)
+	caps := g.capabilities()
+	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
 	res := map[string]any{
 		"supportedVersions": allVersions(),
-		"capabilities":      g.capabilities(),
+		"capabilities":      caps,
 		"_meta":             serverInfoMeta(),
 	}
 	if in := g.instructions(); in != "" {

@@ -66,7 +66,9 @@ func (o *outbound) release() bool {
 // serverRequest passes a request a server sent to its client (sampling,
 // elicitation, roots) to the one session with requests in flight to that
 // server, on the stream of its latest such request, under an ID of the
-// session's own. The server gets an error instead when no session, or more
+// session's own. A request about a task (io.modelcontextprotocol/related-task
+// in its _meta) counts only the requests of the session that owns the task,
+// and names the task by corral's ID (see Gateway.relatedTask). The server gets an error instead when no session, or more
 // than one, has requests in flight to it (corral cannot tell whom it asks),
 // when that session's client did not declare the capability the request
 // needs, or when maxServerRequests of the server's, or
@@ -87,7 +89,11 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	}
 	var rel *related
 	sessions := 0
+	owner := g.taskOwner(b, msg.Params) // a request about a task is its session's
 	for _, r := range m.relatedCalls() {
+		if owner != nil && r.s != owner {
+			continue
+		}
 		if rel == nil || r.s != rel.s {
 			sessions++
 		}
@@ -121,7 +127,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(werr.Code, "%s", werr.Message)
 		return
 	}
-	line, _ := encodeRequest(o.out, msg.Method, msg.Params)
+	line, _ := encodeRequest(o.out, msg.Method, g.clientRelatedTask(b, msg.Params))
 	rel.send(line[:len(line)-1])
 }
 

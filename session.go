@@ -269,6 +269,7 @@ func (g *Gateway) endSession(s *session) {
 		}
 	}
 	g.unsubscribeAll(s)
+	g.forgetSessionTasks(s)
 	if level != "" {
 		g.applyLogLevel()
 	}

@@ -116,23 +116,52 @@ func shimCommand(spec processSpec, dirs []string, plan *sandboxPlan) (*exec.Cmd,
 }
 
 // containedCommand returns the command that starts the server spec
-// describes, and its sandbox plan: through the shim where spec has a sandbox
-// that asks for something; as it is, with a nil plan, elsewhere. A sandbox
-// rule that cannot be enforced is an error: a server never runs with less
-// of its sandbox than its config asks for. The caller sets the plan's
-// namespaces on the command (sandboxPlan.procAttr) with its other
-// attributes.
-func containedCommand(spec processSpec) (*exec.Cmd, *sandboxPlan, error) {
+// describes, its cgroup and its sandbox plan: through the shim where spec
+// puts servers in cgroups or has a sandbox that asks for something, the
+// shim joining a cgroup of the server's own and applying the plan; as it
+// is, with no cgroup and a nil plan, elsewhere. Limits or a sandbox rule
+// that cannot be enforced are an error: a server never runs without the
+// limits, or with less of the sandbox, than its config asks for. The caller
+// sets the plan's namespaces on the command (sandboxPlan.procAttr) with its
+// other attributes, and removes the cgroup if the command does not start.
+func containedCommand(spec processSpec) (*exec.Cmd, *serverCgroup, *sandboxPlan, error) {
 	plan, err := spec.sandboxPlan()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if plan == nil {
-		return exec.Command(spec.command, spec.args...), nil, nil
-	}
-	cmd, err := shimCommand(spec, nil, plan)
+	cg, err := spec.cgroups.create(spec.name, spec.limits)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cmd, plan, nil
+	if cg == nil && plan == nil {
+		return exec.Command(spec.command, spec.args...), nil, nil, nil
+	}
+	var dirs []string // none without a cgroup
+	if cg != nil {
+		dirs = cg.dirs
+	}
+	cmd, err := shimCommand(spec, dirs, plan)
+	if err != nil {
+		cg.remove()
+		return nil, nil, nil, err
+	}
+	return cmd, cg, plan, nil
+}
+
+// overMemoryDescription says how a process of a server ended whose cgroup
+// had a process killed by the kernel over the memory limit of limit bytes,
+// after waitErr: "killed: over its memory limit of 512 MiB" when the server
+// itself was killed.
+func overMemoryDescription(waitErr error, limit int64) string {
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return "killed: over its memory limit of " + formatSize(limit)
+		}
+	}
+	what := "exit status 0"
+	if waitErr != nil {
+		what = waitErr.Error()
+	}
+	return what + ", after the kernel killed a process of it over its memory limit of " + formatSize(limit)
 }

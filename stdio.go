@@ -50,6 +50,12 @@ type processSpec struct {
 	// sandboxHost what this machine offers; if nil, probeSandboxHost.
 	sandbox     *SandboxConfig
 	sandboxHost func() sandboxHost
+
+	// cgroups, if on, is where the process gets a cgroup of its own, with
+	// limits; the process is then started through the shim (shim.go).
+	// Limits set where cgroups is not on are an error at start.
+	cgroups *cgroupTree
+	limits  Limits
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -65,9 +71,11 @@ type process struct {
 	stdin  *os.File
 	stdout *pipeReader
 	stderr *os.File
+	cg     *serverCgroup // nil unless the process runs in a cgroup of its own
 
-	exited  chan struct{} // closed once the process has been reaped
-	waitErr error         // how it ended; set before exited is closed
+	exited     chan struct{} // closed once the process has been reaped
+	waitErr    error         // how it ended; set before exited is closed
+	overMemory bool          // the kernel killed a process of it over its memory limit; set before exited is closed
 
 	// sigMu orders group signals against the reaping of the leader: once the
 	// leader is reaped its PID, which is also the group's ID, may be reused.
@@ -86,7 +94,7 @@ type process struct {
 // has started; stderr is drained into spec.log from then on. The caller reads
 // p.stdout and must call Stop.
 func startProcess(spec processSpec) (*process, error) {
-	cmd, plan, err := containedCommand(spec)
+	cmd, cg, plan, err := containedCommand(spec)
 	if err != nil {
 		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
 	}
@@ -111,6 +119,7 @@ func startProcess(spec processSpec) (*process, error) {
 	errR, errW := pipe()
 	if len(files) != 6 {
 		closeAll(files)
+		cg.remove()
 		return nil, fmt.Errorf("starting server %q: cannot create pipes", spec.name)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
@@ -120,6 +129,7 @@ func startProcess(spec processSpec) (*process, error) {
 		stdin:      inW,
 		stdout:     &pipeReader{f: outR, eof: make(chan struct{})},
 		stderr:     errR,
+		cg:         cg,
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
 		stopped:    make(chan struct{}),
@@ -131,6 +141,7 @@ func startProcess(spec processSpec) (*process, error) {
 	closeAll([]*os.File{inR, outW, errW}) // the child's ends, now the child's alone
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
+		cg.remove()
 		return nil, fmt.Errorf("starting server %q: %w", spec.name, sandboxStartError(cmd, err))
 	}
 	go p.drainStderr()
@@ -173,6 +184,11 @@ func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 		signalGroup(p.pid, syscall.SIGKILL) // racy without waitid; see killpg_other.go
 		p.reaped = true
 		p.sigMu.Unlock()
+	}
+	// What left the group (setsid, a double fork, a cleared environment)
+	// but not the cgroup dies now too, and the cgroup goes.
+	if p.overMemory = p.cg.finish(p.spec.log); p.overMemory {
+		p.spec.log.Error("the kernel killed a process of the server: it went over its memory limit", "limit", formatSize(p.cg.memLimit))
 	}
 	close(p.exited)
 }
@@ -265,6 +281,9 @@ wait:
 // exitDescription says how the process ended: "exit status 3",
 // "signal: killed". It must be called after exited is closed.
 func (p *process) exitDescription() string {
+	if p.overMemory {
+		return overMemoryDescription(p.waitErr, p.cg.memLimit)
+	}
 	if p.waitErr == nil {
 		return "exit status 0"
 	}

@@ -85,9 +85,10 @@ func TestStopLadder(t *testing.T) {
 			wantExit:    "exit status 0",
 		},
 		{
-			name:      "a server and grandchild that ignore SIGTERM are killed",
-			args:      []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
-			stopGrace: ignored, killGrace: ignored,
+			name: "a server and grandchild that ignore SIGTERM are killed",
+			args: []string{"-ignore-stdin-close", "-ignore-sigterm", "-grandchild", "group", "-grandchild-ignores-sigterm"},
+			// A second to record the SIGTERM it ignores before SIGKILL.
+			stopGrace: ignored, killGrace: time.Second,
 			wantSignals: []string{"terminated"},
 			wantExit:    "signal: killed",
 		},
@@ -112,7 +113,9 @@ func TestStopLadder(t *testing.T) {
 func TestStopIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
 	dir := stateDir(t)
-	p := startFake(t, 50*time.Millisecond, 50*time.Millisecond, fakeArgs(dir, "-ignore-stdin-close", "-ignore-sigterm")...)
+	// killGrace leaves the server time to record the SIGTERM it ignores
+	// before SIGKILL ends it: with 50ms a loaded machine lost the record.
+	p := startFake(t, 50*time.Millisecond, time.Second, fakeArgs(dir, "-ignore-stdin-close", "-ignore-sigterm")...)
 	initialize(t, p)
 	done := make(chan struct{})
 	for range 3 {

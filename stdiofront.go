@@ -175,6 +175,10 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 	if len(bytes.TrimSpace(r.line)) == 0 {
 		return true
 	}
+	if isBatch(r.line) {
+		f.serveBatch(r.line)
+		return true
+	}
 	msg, werr := decodeMessage(r.line)
 	if werr != nil {
 		var id json.RawMessage

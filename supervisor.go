@@ -39,12 +39,14 @@ type backendEvents interface {
 	// serverRequest serves a request of the server to a client, on m's
 	// reading goroutine; it must not block.
 	serverRequest(b *backend, m *mux, msg *wireMsg)
-	// serverLog, resourceUpdated and serverCancelled pass on the server's
-	// notifications/message, notifications/resources/updated and
-	// notifications/cancelled, on m's reading goroutine.
+	// serverLog, resourceUpdated, serverCancelled and taskStatus pass on
+	// the server's notifications/message, notifications/resources/updated,
+	// notifications/cancelled and notifications/tasks/status, on m's
+	// reading goroutine.
 	serverLog(b *backend, params json.RawMessage)
 	resourceUpdated(b *backend, params json.RawMessage)
 	serverCancelled(m *mux, params json.RawMessage)
+	taskStatus(b *backend, params json.RawMessage)
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
 	subscribedURIs(server string) []string
@@ -60,6 +62,7 @@ type backend struct {
 	sup      Supervision
 	instance string        // corral's marker, put in the server's environment
 	reaper   *orphanReaper // nil unless corral is a child subreaper
+	cgroups  *cgroupTree   // where the server's processes get a cgroup; nil for none
 	log      *slog.Logger
 	up       *upstream // the server's MCP client; what it learned outlives each run
 
@@ -74,7 +77,7 @@ type backend struct {
 	stopping     bool
 	stopWhy      string // what calls cut off by stop are told, after the server's name
 	proc         *process
-	remote       *remoteConn // for a remote server, instead of proc
+	remote       remoteLink // for a remote server, instead of proc
 	mux          *mux
 	logLevel     string // the level last asked of the running process
 	instructions string // what the server told clients in its handshake
@@ -99,9 +102,9 @@ type backend struct {
 }
 
 // newBackend returns the backend of server cfg of config gcfg, not started.
-// It reports to events, logs to log, marks its processes with instance, and
-// tells reaper, if not nil, of them.
-func newBackend(events backendEvents, log *slog.Logger, instance string, reaper *orphanReaper, gcfg *Config, cfg *ServerConfig) *backend {
+// It reports to events, logs to log, marks its processes with instance,
+// tells reaper, if not nil, of them, and puts them in cgroups of cgroups.
+func newBackend(events backendEvents, log *slog.Logger, instance string, reaper *orphanReaper, cgroups *cgroupTree, gcfg *Config, cfg *ServerConfig) *backend {
 	b := &backend{
 		name:      cfg.Name(),
 		cfg:       cfg,
@@ -109,6 +112,7 @@ func newBackend(events backendEvents, log *slog.Logger, instance string, reaper 
 		sup:       gcfg.supervision(cfg),
 		instance:  instance,
 		reaper:    reaper,
+		cgroups:   cgroups,
 		log:       log.With("server", cfg.Name()),
 		state:     stateStarting,
 		changed:   make(chan struct{}),
@@ -278,8 +282,7 @@ func (b *backend) startChild(m *mux) (link, error) {
 // run whose mux is m, and records both. The caller holds startMu. The
 // connection is over when the session expired, or a ping failed.
 func (b *backend) dial(m *mux) (link, error) {
-	rc := dialRemote(b.name, b.cfg.URL, b.cfg.Headers, b.httpClient(), b.log)
-	rc.maxLine, rc.closeGrace = int(b.gcfg.MaxLineBytes), b.gcfg.StopGrace.D()
+	rc := dialLink(b.cfg, b.gcfg, b.httpClient(), b.log)
 	b.mu.Lock()
 	b.remote, b.mux, b.logLevel = rc, m, ""
 	b.mu.Unlock()
@@ -384,72 +387,6 @@ func (b *backend) pingLoop(stop func(), m *mux) {
 	}
 }
 
-// restartPolicy decides, after each exit of a server, how long to wait before
-// starting it again, or that it is failing. It reads no clock, so tests can
-// drive it with times of their own. It is not safe for concurrent use.
-//
-// Two rules make a server failing: more than MaxRestarts restarts within
-// RestartWindow (a fast crash loop), and more than MaxRestarts starts in a
-// row that never became ready, however far apart (a slow one: a server that
-// hangs in its handshake until StartTimeout, whose restarts the doubling
-// delay spreads wider than any window).
-type restartPolicy struct {
-	s      Supervision
-	jitter func() float64 // in [0, 1)
-
-	delay        time.Duration // the last backoff, before jitter; zero after a stable run
-	restarts     []time.Time   // the restarts within the window
-	failedStarts int           // runs in a row that never became ready
-	probation    bool          // the next run follows a failed period
-	gaveUp       string        // why the policy last gave up, for messages
-}
-
-// afterExit is called when a run ends at now, after being ready for readyFor
-// (zero if it never became ready). It returns how long to wait before the
-// next start, and whether the server is now failing; the wait is then the
-// FailedRetry cool-down.
-func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait time.Duration, failing bool) {
-	if readyFor == 0 {
-		p.failedStarts++
-	} else {
-		p.failedStarts = 0
-	}
-	if p.probation {
-		if readyFor == 0 {
-			p.gaveUp = "a retry after the cool-down that did not become ready"
-			return p.s.FailedRetry.D(), true // tried again after the cool-down, and still broken
-		}
-		p.probation = false // it became ready: back in service, with a clean slate
-	}
-	if readyFor >= p.s.StableAfter.D() {
-		p.delay = 0
-	}
-	cut := now.Add(-p.s.RestartWindow.D())
-	kept := p.restarts[:0]
-	for _, t := range p.restarts {
-		if t.After(cut) {
-			kept = append(kept, t)
-		}
-	}
-	p.restarts = kept
-	switch {
-	case len(p.restarts) >= p.s.MaxRestarts:
-		p.gaveUp = fmt.Sprintf("%d restarts within %s (maxRestarts, restartWindow)", p.s.MaxRestarts, p.s.RestartWindow.D())
-	case p.failedStarts > p.s.MaxRestarts:
-		p.gaveUp = fmt.Sprintf("%d starts in a row that never became ready (maxRestarts)", p.failedStarts)
-	default:
-		p.restarts = append(p.restarts, now)
-		if p.delay == 0 {
-			p.delay = p.s.RestartDelay.D()
-		} else {
-			p.delay = min(2*p.delay, p.s.MaxRestartDelay.D())
-		}
-		return p.delay + time.Duration(p.jitter()*float64(p.delay)/2), false
-	}
-	p.restarts, p.delay, p.failedStarts, p.probation = nil, 0, 0, true
-	return p.s.FailedRetry.D(), true
-}
-
 // watch closes the mux when the process exits or closes its stdout, with an
 // error that says which, so that every pending call fails at once.
 func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
@@ -521,6 +458,8 @@ func (b *backend) processSpec() processSpec {
 		pipeDrain: time.Second,
 		log:       b.log,
 		reaper:    b.reaper,
+		cgroups:   b.cgroups,
+		limits:    b.gcfg.limits(b.cfg),
 		sandbox:   b.gcfg.sandbox(b.cfg),
 
 		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
@@ -549,6 +488,8 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
 		b.gw.resourceUpdated(b, msg.Params)
+	case "notifications/tasks/status":
+		b.gw.taskStatus(b, msg.Params)
 	case "notifications/cancelled":
 		b.mu.Lock()
 		m := b.mux

@@ -35,11 +35,13 @@ type Adapter struct {
 	Env            []string   `json:"env"`
 	Transport      string     `json:"transport"`
 	URL            string     `json:"url"`
+	SSEURL         string     `json:"sseURL"`
 	ToolName       string     `json:"toolName"`
 	PromptName     string     `json:"promptName"`
 	ResourceURI    string     `json:"resourceURI"`
 	Unsupported    []string   `json:"unsupported"`
 	Settings       []string   `json:"settings"`
+	Protocols      []string   `json:"protocols"`
 	ShutdownBound  string     `json:"shutdownBound"`
 	ReadyTimeout   string     `json:"readyTimeout"`
 
@@ -71,10 +73,26 @@ func (a *Adapter) supports(feature string) bool {
 	return true
 }
 
+// speaks reports whether the adapter declares the gateway serves clients of
+// protocol version v, one of optionalProtocols.
+func (a *Adapter) speaks(v string) bool {
+	for _, p := range a.Protocols {
+		if p == v {
+			return true
+		}
+	}
+	return false
+}
+
+// optionalProtocols are the protocol versions an adapter may list in
+// protocols: versions a gateway need not serve to clients. A case about one
+// the adapter does not list is skipped.
+var optionalProtocols = []string{"2026-07-28"}
+
 // unsupportedFeatures are the features an adapter may list in unsupported:
 // what a gateway may leave out by design. A case about a feature the adapter
 // lists is skipped.
-var unsupportedFeatures = []string{"resources", "prompts"}
+var unsupportedFeatures = []string{"resources", "prompts", "tasks"}
 
 // The suite's shared state, set up once by TestMain.
 var (
@@ -116,6 +134,11 @@ func loadAdapter(path string) (*Adapter, error) {
 			return nil, fmt.Errorf("%s: unsupported: %q: want some of %q", path, f, unsupportedFeatures)
 		}
 	}
+	for _, p := range a.Protocols {
+		if !contains(optionalProtocols, p) {
+			return nil, fmt.Errorf("%s: protocols: %q: want some of %q", path, p, optionalProtocols)
+		}
+	}
 	a.bound = 30 * time.Second
 	if a.ShutdownBound != "" {
 		if a.bound, err = time.ParseDuration(a.ShutdownBound); err != nil {
@@ -131,13 +154,17 @@ func loadAdapter(path string) (*Adapter, error) {
 	return &a, nil
 }
 
-// serverSpec is one fake server a case asks the gateway to run.
+// serverSpec is one fake server a case asks the gateway to run, or, with
+// url, one the case runs itself that the gateway reaches by URL (setting
+// "remote").
 type serverSpec struct {
-	Name   string
-	flags  []string // fakeserver flags beyond the suite's own
-	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
-
-	noNetwork bool // the gateway is to run the server without network (setting "noNetwork")
+	Name      string
+	flags     []string // fakeserver flags beyond the suite's own
+	prefix    string   // the gateway's prefix for the server's names, if any (setting "prefix")
+	url       string   // a remote server's URL; "" for one the gateway runs
+	typ       string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
+	limits    limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
+	noNetwork bool     // the gateway is to run the server without network (setting "noNetwork")
 }
 
 // templateServer is a server as config templates see it.
@@ -147,7 +174,15 @@ type templateServer struct {
 	Args        []string
 	CommandLine string // Command and Args quoted for a POSIX shell
 	Prefix      string // the prefix the gateway is to give its names; "" for none
+	URL         string // a remote server's URL (setting "remote"); then Command and Args are empty
+	Type        string // a remote server's transport: "http" or "sse"
 	NoNetwork   bool   // the gateway is to run the server without network
+
+	// The server's limits, when the case sets them: MemoryLimit as
+	// "64MiB" and MemoryLimitBytes; PidsLimit, processes and threads.
+	MemoryLimit      string
+	MemoryLimitBytes int64
+	PidsLimit        int
 }
 
 // templateData is what adapter templates see.
@@ -253,6 +288,7 @@ type gateway struct {
 	cmd      *exec.Cmd
 	stateDir string
 	url      string
+	sseURL   string // the legacy SSE front end's stream, if the adapter declares one
 	servers  []serverSpec
 	stdin    io.WriteCloser // with the stdio transport
 	stdio    *dispatcher    // answers read from the gateway's stdout
@@ -296,6 +332,10 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.prefix != "" && !adapter.has("prefix") {
 			skip(t, "the adapter has no prefix setting")
 		}
+		if s.url != "" && !adapter.has("remote") {
+			skip(t, "the adapter has no remote setting (a server named by URL)")
+		}
+		s.limits.check(t)
 		if s.noNetwork && !adapter.has("noNetwork") {
 			skip(t, "the adapter has no noNetwork setting")
 		}
@@ -308,9 +348,14 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	caseDir := t.TempDir()
 	data := templateData{Dir: adapter.dir, CaseDir: caseDir, ConfigPath: filepath.Join(caseDir, "config.json"), StateDir: g.stateDir, Port: port}
 	for _, s := range servers {
+		if s.url != "" {
+			data.Servers = append(data.Servers, templateServer{Name: s.Name, URL: s.url, Type: s.typ, Prefix: s.prefix})
+			continue
+		}
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork})
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork,
+			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
@@ -326,6 +371,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		os.WriteFile(data.ConfigPath, []byte(render(t, "configTemplate", adapter.ConfigTemplate, data)), 0o600)
 	}
 	g.url = render(t, "url", adapter.URL, data)
+	g.sseURL = render(t, "sseURL", adapter.SSEURL, data)
 	var argv []string
 	for i, a := range adapter.Command {
 		// A word that renders empty is left out: how a template says
@@ -371,6 +417,10 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		close(g.exited)
 	}()
 	t.Cleanup(func() {
+		// SIGTERM first, as in service: a gateway killed with SIGKILL
+		// leaves what it cannot clean up (its cgroups) to its next start.
+		g.signal(syscall.SIGTERM)
+		g.waitExit(2 * time.Second)
 		g.cmd.Process.Kill()
 		<-g.exited
 		if t.Failed() {

@@ -19,6 +19,7 @@ type capabilities struct {
 	Prompts     *listChangedCapability `json:"prompts,omitempty"`
 	Completions *struct{}              `json:"completions,omitempty"`
 	Logging     *struct{}              `json:"logging,omitempty"`
+	Tasks       *tasksCapability       `json:"tasks,omitempty"`
 }
 
 type listChangedCapability struct {
@@ -48,6 +49,9 @@ func (s *server) capabilities() capabilities {
 	}
 	if declared["logging"] {
 		c.Logging = &struct{}{}
+	}
+	if declared["tasks"] {
+		c.Tasks = &tasksCapability{}
 	}
 	return c
 }

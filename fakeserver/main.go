@@ -42,9 +42,9 @@
 //		unless it is set. Padding tools cannot be called.
 //	-capabilities LIST
 //		Declare only the server capabilities in the comma-separated LIST, a
-//		subset of tools, resources, prompts, completions and logging
-//		(default all five). Requests of an undeclared capability get error
-//		-32601.
+//		subset of tools, resources, prompts, completions, logging and tasks
+//		(default all but tasks). Requests of an undeclared capability get
+//		error -32601.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -72,8 +72,11 @@
 //		server's process group; "setsid" spawns it as a child in a new
 //		session; "daemon" spawns an intermediate process (-role daemonizer)
 //		that spawns the sleeper in a new session and exits at once, orphaning
-//		the sleeper. The server reads nothing before the sleeper has written
-//		its state file, so the sleeper exists once initialize is answered.
+//		the sleeper. "clearenv" is "daemon" with the daemonizer in a new
+//		session too, and both it and the sleeper with an empty environment:
+//		an escape that leaves no trace but the cgroup. The server reads
+//		nothing before the sleeper has written its state file, so the
+//		sleeper exists once initialize is answered.
 //	-grandchild-holds-stdout
 //		Let the descendants inherit the server's standard output and standard
 //		error. Otherwise their standard input, output and error are /dev/null.
@@ -84,6 +87,14 @@
 //		until its lifetime ends or a signal ends it.
 //	-ready-fd N
 //		Internal: close file descriptor N once the state file is written.
+//	-http ADDR
+//		Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio
+//		(see HTTP, in http.go).
+//	-sse ADDR
+//		Serve MCP over the HTTP+SSE transport of 2024-11-05 instead of
+//		stdio: the event stream at http://ADDR/sse (see HTTP, in http.go).
+//	-no-content-type
+//		With -http, answer POSTs with a JSON body but no Content-Type.
 //
 // SIGTERM (unless -ignore-sigterm) and SIGINT end the process with code 0.
 // SIGHUP is recorded and otherwise ignored. Every role handles signals alike.
@@ -143,6 +154,11 @@
 // "fake://NAME/echo/{text}"} from one, three and two: it answers
 // {"completion":{"values":[...],"total":N,"hasMore":false}} with the choices
 // that start with value. Other refs and arguments get error -32602.
+//
+// tasks (MCP 2025-11-25; only with -capabilities naming it): declared as
+// {"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}. A tools/call of
+// the task tool with a "task" member in its params creates a task: see
+// tasks.go. A task-augmented call of another tool gets error -32601.
 //
 // logging: logging/setLevel {level} sets the level below which the log tool
 // sends nothing, and answers {}. Levels are those of RFC 5424, least severe
@@ -220,6 +236,29 @@
 //	roots {}
 //		Send roots/list and answer "roots: " followed by result.roots as
 //		compact JSON.
+//	task {ms?: int, elicit?: bool}
+//		After ms milliseconds (default 200), answer "task done MS". Called
+//		as a task, create one that ends so, asking the client first with
+//		elicit (see tasks.go).
+//	links {}
+//		Answer {"content":[{"type":"resource_link","uri":"fake://NAME/hello",
+//		"name":"hello","mimeType":"text/plain"},{"type":"resource","resource":
+//		{"uri":"fake://NAME/counter","mimeType":"text/plain","text":N}},
+//		{"type":"resource_link","uri":"fake://NAME/echo/linked","name":
+//		"linked"}]}, N the counter.
+//	alloc {mib: int}
+//		Allocate mib MiB, write to every page of it, and keep it; then
+//		answer "allocated MIB MiB". Under a memory limit, the kernel kills
+//		the server before it answers.
+//	fork {count: int, keep_trying?: bool}
+//		Start count processes, one after the other, each running sleep(1)
+//		for the server's -lifetime (a day if 0) in the server's process
+//		group, with argv[0] "fakeserver -role forked -name NAME -state DIR"
+//		(no state file: one process with one thread each, so that a pids
+//		limit counts processes), and answer "started K of COUNT", followed
+//		by "; first error: ERR" if a start failed. A
+//		failed start ends the loop, unless keep_trying: then it tries again
+//		at once, as a fork bomb does, and under a pids limit never answers.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
 //		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of
@@ -391,8 +430,8 @@
 //	{"time":T,"event":"exit","code":0,"reason":"stdin closed"}
 //		The process is about to exit deliberately. reason is one of
 //		"stdin closed", "lifetime", "signal terminated", "signal interrupt",
-//		"crash tool", "crash-at-start", "crash-in-initialize", "crash-after"
-//		and "daemonized".
+//		"crash tool", "crash-at-start", "crash-in-initialize", "crash-after",
+//		"daemonized" and "listen failed" (-http or -sse).
 //
 // Fields of other names may be added; readers should ignore them.
 package main
@@ -422,7 +461,11 @@ const (
 )
 
 // capabilityNames are the server capabilities -capabilities may name.
-var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging"}
+var capabilityNames = []string{"tools", "resources", "prompts", "completions", "logging", "tasks"}
+
+// defaultCapabilities are the capabilities declared without -capabilities:
+// all but tasks.
+var defaultCapabilities = capabilityNames[:5]
 
 // options holds the command-line flags.
 type options struct {
@@ -448,8 +491,12 @@ type options struct {
 	grandchild               string
 	grandchildHoldsStdout    bool
 	grandchildIgnoresSigterm bool
+	clearEnv                 bool
 	role                     string
 	readyFD                  int
+	httpAddr                 string // -http
+	sseAddr                  string // -sse
+	noContentType            bool
 }
 
 // parseFlags parses the command-line arguments args, not including the
@@ -467,7 +514,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
-	capabilities := fs.String("capabilities", strings.Join(capabilityNames, ","), "comma-separated `list` of the capabilities to declare")
+	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.BoolVar(&o.ignoreSigterm, "ignore-sigterm", false, "record SIGTERM but keep running")
@@ -477,11 +524,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.hangInitialize, "hang-initialize", false, "never answer initialize")
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "exit with code 5 when the `n`th tools/call arrives (0: never)")
 	fs.IntVar(&o.stderrAtStart, "stderr-at-start", 0, "write this many `bytes` of log lines to stderr at start")
-	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid or daemon")
+	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid, daemon or clearenv")
+	fs.BoolVar(&o.clearEnv, "clear-env", false, "internal: spawn descendants with an empty environment")
 	fs.BoolVar(&o.grandchildHoldsStdout, "grandchild-holds-stdout", false, "let descendants inherit stdout and stderr")
 	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
 	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
 	fs.IntVar(&o.readyFD, "ready-fd", 0, "internal: close file descriptor `fd` once the state file is written")
+	fs.StringVar(&o.httpAddr, "http", "", "serve Streamable HTTP at `addr` (host:port) instead of stdio")
+	fs.StringVar(&o.sseAddr, "sse", "", "serve the HTTP+SSE transport of 2024-11-05 at `addr` (host:port) instead of stdio")
+	fs.BoolVar(&o.noContentType, "no-content-type", false, "with -http, answer POSTs without a Content-Type")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -491,12 +542,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments: %q", fs.Args())
-	case !slices.Contains([]string{"", "group", "setsid", "daemon"}, o.grandchild):
-		err = fmt.Errorf("invalid -grandchild %q: want group, setsid or daemon", o.grandchild)
+	case !slices.Contains([]string{"", "group", "setsid", "daemon", "clearenv"}, o.grandchild):
+		err = fmt.Errorf("invalid -grandchild %q: want group, setsid, daemon or clearenv", o.grandchild)
 	case !slices.Contains([]string{eraLegacy, eraModern, eraBoth}, o.era):
 		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
 		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
+	case o.httpAddr != "" && o.sseAddr != "":
+		err = fmt.Errorf("-http and -sse exclude each other")
 	case o.extraTools < 0 || o.pageSize < 0 || o.hugeCatalog < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:
 		err = fmt.Errorf("numeric flags must not be negative")
 	}
@@ -545,6 +598,7 @@ type server struct {
 	stdin  *os.File
 	stdout *os.File
 	stderr *os.File
+	output io.Writer // where messages go: stdout, or an HTTP session's streams
 
 	out    chan struct{} // one-slot semaphore held while writing to stdout
 	errMu  sync.Mutex    // serializes writes to stderr
@@ -565,6 +619,9 @@ type server struct {
 	states     map[string]string      // tool names, by requestState issued
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
+
+	tasks taskStore // tasks created by task-augmented calls (tasks.go)
+	hog   [][]byte  // what the alloc tool allocated, kept; guarded by mu
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
@@ -574,6 +631,7 @@ func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
 		stdin:      stdin,
 		stdout:     stdout,
 		stderr:     stderr,
+		output:     stdout,
 		out:        make(chan struct{}, 1),
 		byName:     make(map[string]*tool),
 		inflight:   make(map[*call]struct{}),
@@ -625,6 +683,9 @@ func (s *server) run() {
 			s.logf("fakeserver: grandchild: %v", err)
 		}
 	}
+	if s.opts.httpAddr != "" || s.opts.sseAddr != "" {
+		s.serveHTTP()
+	}
 	s.serve()
 }
 
@@ -671,7 +732,7 @@ func (s *server) writeStderr(b []byte) {
 func (s *server) writeStdout(b []byte) {
 	s.out <- struct{}{}
 	defer func() { <-s.out }()
-	if _, err := s.stdout.Write(b); err != nil {
+	if _, err := s.output.Write(b); err != nil {
 		s.logf("fakeserver: writing stdout: %v", err)
 	}
 }
@@ -821,6 +882,11 @@ func (s *server) spawn(role string, ignoreSigterm, setsid, inherit bool, ready *
 	if setsid {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
+	if s.opts.grandchild == "clearenv" || s.opts.clearEnv {
+		// Nothing of the environment, so no marker a gateway could find.
+		cmd.Env = []string{}
+		cmd.Args = append(cmd.Args, "-clear-env")
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -838,10 +904,10 @@ func (s *server) startGrandchild() error {
 	}
 	defer r.Close()
 	role := roleSleeper
-	if s.opts.grandchild == "daemon" {
+	if s.opts.grandchild == "daemon" || s.opts.grandchild == "clearenv" {
 		role = roleDaemonizer
 	}
-	setsid := s.opts.grandchild == "setsid"
+	setsid := s.opts.grandchild == "setsid" || s.opts.grandchild == "clearenv"
 	cmd, err := s.spawn(role, s.opts.grandchildIgnoresSigterm, setsid, s.opts.grandchildHoldsStdout, w)
 	w.Close()
 	if err != nil {

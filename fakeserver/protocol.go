@@ -252,6 +252,7 @@ type toolCall struct {
 	Meta           json.RawMessage `json:"_meta"`
 	InputResponses json.RawMessage `json:"inputResponses"` // modern only
 	RequestState   string          `json:"requestState"`   // modern only
+	Task           json.RawMessage `json:"task"`           // a task-augmented call's task
 }
 
 // progressToken returns params._meta.progressToken, compacted, or nil if it
@@ -347,6 +348,10 @@ var methodCapabilities = map[string]string{
 	"prompts/get":              "prompts",
 	"completion/complete":      "completions",
 	"logging/setLevel":         "logging",
+	"tasks/get":                "tasks",
+	"tasks/result":             "tasks",
+	"tasks/list":               "tasks",
+	"tasks/cancel":             "tasks",
 }
 
 // handle handles a request other than initialize and subscriptions/listen. tc holds the params of
@@ -384,9 +389,15 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 		s.complete(c, m.Params)
 	case "logging/setLevel":
 		s.setLevel(c, m.Params)
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		s.taskRequest(c, m.Method, m.Params)
 	case "tools/call":
 		if tc == nil {
 			c.fail(codeInvalidParams, "invalid params")
+			return
+		}
+		if tc.Task != nil && s.opts.capabilities["tasks"] {
+			s.createTask(c, tc)
 			return
 		}
 		t := s.byName[tc.Name]

@@ -100,6 +100,18 @@ func (s *server) addTools() {
 		"message": {"string", `Message to show the user (default "name?").`},
 	}, s.elicit)
 	add("roots", "Asks the client for roots/list and answers its roots.", nil, s.roots)
+	add("task", `Answers "task done MS" after MS; called as a task (with -capabilities ...,tasks), creates one that ends so.`, map[string]property{
+		"ms":     integer("Milliseconds until done (default 200)."),
+		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
+	}, s.taskTool)
+	add("links", "Answers a resource_link and an embedded resource of its own resources.", nil, s.links)
+	add("alloc", `Allocates and keeps the given MiB of memory, then answers "allocated N MiB".`, map[string]property{
+		"mib": integer("MiB to allocate."),
+	}, s.alloc)
+	add("fork", `Starts the given number of sleeping processes and answers "started K of N".`, map[string]property{
+		"count":       integer("Number of processes."),
+		"keep_trying": {"boolean", "Try again after a failed start, as a fork bomb does."},
+	}, s.fork)
 	s.addProbes(add)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),

@@ -1,0 +1,111 @@
+// Interop: JSON-RPC batches sent by the official MCP TypeScript SDK's
+// StreamableHTTPClientTransport (its send takes an array), in a session of
+// MCP 2025-03-26, the one version with batches, and refused in a session of
+// a later one.
+//
+//   cd .ci/interop && npm ci && CORRAL_BIN=... FAKESERVER_BIN=... node --test batch.test.js
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-batch-'));
+process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
+function binary(envName, pkg, name) {
+  if (process.env[envName]) return path.resolve(process.env[envName]);
+  const out = path.join(tmp, name);
+  execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
+  return out;
+}
+const CORRAL = binary('CORRAL_BIN', '.', 'corral');
+const FAKE = binary('FAKESERVER_BIN', './fakeserver', 'fakeserver');
+
+const freePort = () => new Promise((resolve, reject) => {
+  const srv = net.createServer().on('error', reject);
+  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+});
+
+// startCorral runs corral over HTTP with one fakeserver, and stops it (and so
+// its child) when the test ends; it resolves once corral listens.
+async function startCorral(t) {
+  const port = await freePort();
+  const cfg = path.join(tmp, `corral-${port}.json`);
+  fs.writeFileSync(cfg, JSON.stringify({ listen: `127.0.0.1:${port}`, mcpServers: { fake: { command: FAKE, args: ['-name', 'fake'] } } }));
+  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr.setEncoding('utf8');
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      if (!(await Promise.race([exited, sleep(15000, null, { ref: false })]))) { child.kill('SIGKILL'); await exited; }
+    }
+  });
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${log}`)), 10000);
+    child.stderr.on('data', (s) => { log += s; if (/serving MCP over Streamable HTTP/.test(log)) { clearTimeout(timer); resolve(); } });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${log}`)); });
+  });
+  return new URL(`http://127.0.0.1:${port}/mcp`);
+}
+
+// session opens a 2025-03-26 session with the SDK's transport alone (its
+// Client always asks for the latest version), and returns the transport
+// and a function that waits for the answer to a request ID.
+async function session(t, url) {
+  const transport = new StreamableHTTPClientTransport(url);
+  const answers = new Map(), waiters = new Map();
+  transport.onmessage = (m) => {
+    if (!('id' in m) || 'method' in m) return;
+    answers.set(m.id, m);
+    waiters.get(m.id)?.(m);
+  };
+  const answer = (id) => answers.has(id) ? Promise.resolve(answers.get(id))
+    : Promise.race([new Promise((resolve) => waiters.set(id, resolve)),
+      sleep(20000, null, { ref: false }).then(() => { throw new Error(`no answer to request ${id} within 20 s`); })]);
+  await transport.start();
+  t.after(() => transport.close().catch(() => {}));
+  await transport.send({ jsonrpc: '2.0', id: 0, method: 'initialize',
+    params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'corral-batch', version: '1.0.0' } } });
+  const init = await answer(0);
+  assert.equal(init.result?.protocolVersion, '2025-03-26', JSON.stringify(init));
+  transport.setProtocolVersion('2025-03-26');
+  await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  return { transport, answer };
+}
+
+const echo = (id, text) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text } } });
+const textOf = (m) => m.result?.content?.map((c) => c.text).join('') ?? JSON.stringify(m);
+
+test('Streamable HTTP, 2025-03-26: a batch from the SDK transport gets one answer per request', async (t) => {
+  const url = await startCorral(t);
+  const { transport, answer } = await session(t, url);
+  // The server may still be starting: the first call waits for it.
+  await transport.send(echo(1, 'warm'));
+  assert.equal(textOf(await answer(1)), 'warm');
+  await transport.send([echo(2, 'two'), { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, echo('3', 'three')]);
+  assert.equal(textOf(await answer(2)), 'two');
+  assert.equal(textOf(await answer('3')), 'three');
+  // Notifications only: 202, which send resolves on.
+  await transport.send([{ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 99 } }]);
+});
+
+test('Streamable HTTP, 2025-11-25: a batch is refused with 400 naming the session\'s version', async (t) => {
+  const url = await startCorral(t);
+  const client = new Client({ name: 'corral-batch', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(url);
+  await client.connect(transport);
+  t.after(() => client.close().catch(() => {}));
+  await assert.rejects(transport.send([{ jsonrpc: '2.0', id: 50, method: 'ping' }]),
+    (e) => e.code === 400 && /negotiated 2025-11-25/.test(e.message));
+  assert.deepEqual(await client.ping(), {});
+});

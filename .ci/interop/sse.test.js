@@ -1,0 +1,142 @@
+// Interop test of corral's legacy HTTP+SSE front end (MCP 2024-11-05) with
+// the official TypeScript SDK's SSEClientTransport, server-everything and
+// the fakeserver behind corral.
+//
+//   cd .ci/interop && npm ci && CORRAL_BIN=... FAKESERVER_BIN=... node --test sse.test.js
+//
+// CORRAL_BIN and FAKESERVER_BIN name the binaries; either one that is unset is
+// built from the repository with `go build`.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const require = createRequire(import.meta.url);
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+let buildDir;
+function binary(envName, pkg) {
+  if (process.env[envName]) return path.resolve(process.env[envName]);
+  buildDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-bin-'));
+  const out = path.join(buildDir, path.basename(pkg === '.' ? 'corral' : pkg));
+  if (!fs.existsSync(out)) execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
+  return out;
+}
+const CORRAL = binary('CORRAL_BIN', '.');
+const FAKE = binary('FAKESERVER_BIN', './fakeserver');
+process.on('exit', () => buildDir && fs.rmSync(buildDir, { recursive: true, force: true }));
+
+function entry(name) {
+  const pj = require.resolve(`${name}/package.json`);
+  const { bin } = JSON.parse(fs.readFileSync(pj, 'utf8'));
+  return path.join(path.dirname(pj), typeof bin === 'string' ? bin : Object.values(bin)[0]);
+}
+
+const freePort = () => new Promise((resolve, reject) => {
+  const srv = net.createServer().on('error', reject);
+  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+});
+
+// stop sends SIGTERM and waits up to ms for the exit; SIGKILL after that.
+async function stop(child, ms = 15000) {
+  if (child.exitCode !== null || child.signalCode !== null) return { code: child.exitCode, signal: child.signalCode };
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const r = await Promise.race([exited, sleep(ms, null, { ref: false })]);
+  if (r) return { code: r[0], signal: r[1] };
+  child.kill('SIGKILL');
+  await exited;
+  return { code: null, signal: 'timeout' };
+}
+
+// startCorral writes a config with server-everything and the fakeserver,
+// runs corral over HTTP, and resolves once it listens. corral is stopped
+// when the test ends.
+async function startCorral(t) {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-sse-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cfg = path.join(dir, 'corral.json');
+  fs.writeFileSync(cfg, JSON.stringify({
+    listen: `127.0.0.1:${port}`,
+    mcpServers: {
+      everything: { command: process.execPath, args: [entry('@modelcontextprotocol/server-everything'), 'stdio'] },
+      fake: { command: FAKE, args: ['-name', 'fake'] },
+    },
+  }));
+  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = { child, port, log: '' };
+  t.after(() => stop(child, 5000));
+  child.stderr.setEncoding('utf8');
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
+    child.stderr.on('data', (s) => { proc.log += s; if (/serving MCP over Streamable HTTP/.test(proc.log)) { clearTimeout(timer); resolve(); } });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
+  });
+  return proc;
+}
+
+// metric reads a metric without labels from corral's /metrics.
+async function metric(port, name) {
+  const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const m = body.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  assert.ok(m, `/metrics has no ${name}`);
+  return Number(m[1]);
+}
+
+const text = (res) => { assert.ok(!res.isError, `tool error: ${JSON.stringify(res)}`); return res.content.map((c) => c.text).join(''); };
+
+test('legacy SSE: SSEClientTransport lists and calls tools of the fakeserver and server-everything, and close ends its session', async (t) => {
+  const proc = await startCorral(t);
+  try {
+    const client = new Client({ name: 'corral-interop-sse', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    client.setRequestHandler(CreateMessageRequestSchema, async () => (
+      { model: 'interop-model', role: 'assistant', content: { type: 'text', text: 'sampled over SSE' } }));
+    const transport = new SSEClientTransport(new URL(`http://127.0.0.1:${proc.port}/sse`));
+    await client.connect(transport);
+    t.after(() => client.close().catch(() => {}));
+    assert.equal(client.getServerVersion().name, 'corral');
+    assert.match(transport._endpoint.href, new RegExp(`^http://127\\.0\\.0\\.1:${proc.port}/messages\\?sessionId=[0-9a-f]{32}$`));
+
+    // Servers start in the background: list until both servers' tools are there.
+    const want = ['everything__echo', 'fake__echo', 'get-sum', 'whoami', 'sample'];
+    let names = [];
+    for (const deadline = Date.now() + 20000; !want.every((n) => names.includes(n)) && Date.now() < deadline; await sleep(100)) {
+      names = (await client.listTools()).tools.map((x) => x.name);
+    }
+    for (const n of want) assert.ok(names.includes(n), `${n} missing from ${names}`);
+
+    // Answers come on the one stream, each to its own request.
+    const [fake, everything, sum] = await Promise.all([
+      client.callTool({ name: 'fake__echo', arguments: { text: 'über SSE' } }),
+      client.callTool({ name: 'everything__echo', arguments: { message: 'ping ✓' } }),
+      client.callTool({ name: 'get-sum', arguments: { a: 2, b: 40 } }),
+    ]);
+    assert.equal(text(fake), 'über SSE');
+    assert.equal(text(everything), 'Echo: ping ✓');
+    assert.match(text(sum), /\b42\b/);
+    // A server's request reaches the client on the stream; its answer, POSTed, the server.
+    assert.equal(text(await client.callTool({ name: 'sample', arguments: { prompt: 'hi' } })), 'sampled: sampled over SSE');
+
+    assert.equal(await metric(proc.port, 'corral_sessions'), 1);
+    await client.close();
+    for (const deadline = Date.now() + 10000; await metric(proc.port, 'corral_sessions') !== 0; await sleep(50)) {
+      assert.ok(Date.now() < deadline, 'the session was still open 10 s after the client closed its stream');
+    }
+    const r = await stop(proc.child);
+    assert.deepEqual([r.code, r.signal], [0, null]);
+  } catch (e) {
+    e.message += `\n--- corral stderr ---\n${proc.log}`;
+    throw e;
+  }
+});

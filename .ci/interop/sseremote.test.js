@@ -1,0 +1,155 @@
+// Interop test: a remote server that speaks only the HTTP+SSE transport of
+// 2024-11-05, made with the official MCP TypeScript SDK's SSEServerTransport,
+// behind corral ("type": "sse"), called by the SDK's Streamable HTTP client.
+//
+//   cd .ci/interop && npm ci && CORRAL_BIN=/path/to/corral node --test sseremote.test.js
+//
+// CORRAL_BIN names the binary; if unset, it is built from the repository.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+function corralBinary() {
+  if (process.env.CORRAL_BIN) return path.resolve(process.env.CORRAL_BIN);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-sseremote-bin-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const out = path.join(dir, 'corral');
+  execFileSync('go', ['build', '-o', out, '.'], { cwd: REPO, stdio: 'inherit' });
+  return out;
+}
+const CORRAL = corralBinary();
+
+// startSSEServer serves MCP over HTTP+SSE with the SDK: GET /sse opens a
+// session, POST /messages?sessionId=... carries the client's messages. Its
+// one tool, greet, sends progress before its answer. It records the
+// Authorization header of every request, and counts the streams opened.
+async function startSSEServer(t) {
+  const transports = new Map();
+  const seen = { auth: new Set(), streams: 0 };
+  const srv = http.createServer(async (req, res) => {
+    seen.auth.add(`${req.method} ${req.headers.authorization ?? ''}`);
+    const url = new URL(req.url, 'http://127.0.0.1');
+    if (req.method === 'GET' && url.pathname === '/sse') {
+      const transport = new SSEServerTransport('/messages', res);
+      transports.set(transport.sessionId, transport);
+      transport.onclose = () => transports.delete(transport.sessionId);
+      seen.streams++;
+      await newMcpServer().connect(transport);
+      return;
+    }
+    const transport = transports.get(url.searchParams.get('sessionId'));
+    if (req.method === 'POST' && url.pathname === '/messages' && transport) {
+      await transport.handlePostMessage(req, res);
+      return;
+    }
+    res.writeHead(404).end('no such session');
+  });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  t.after(() => new Promise((resolve) => { srv.closeAllConnections(); srv.close(resolve); }));
+  // endSessions ends every open event stream, as a server restarting does.
+  const endSessions = async () => { for (const tr of [...transports.values()]) await tr.close(); };
+  return { url: `http://127.0.0.1:${srv.address().port}/sse`, seen, endSessions };
+}
+
+function newMcpServer() {
+  const server = new Server({ name: 'sdk-sse', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [{ name: 'greet', description: 'Greets', inputSchema: { type: 'object', properties: { who: { type: 'string' } } } }],
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+    const token = req.params._meta?.progressToken;
+    if (token !== undefined) {
+      await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 1 } });
+    }
+    return { content: [{ type: 'text', text: `hello, ${req.params.arguments?.who ?? 'nobody'}, over SSE` }] };
+  });
+  return server;
+}
+
+// startCorral runs corral with the config and resolves with its MCP URL once it listens.
+async function startCorral(t, config) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-sseremote-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cfg = path.join(dir, 'corral.json');
+  fs.writeFileSync(cfg, JSON.stringify({ listen: '127.0.0.1:0', ...config }));
+  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = { child, log: '' };
+  t.after(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    if (!(await Promise.race([exited, sleep(15000, null, { ref: false })]))) { child.kill('SIGKILL'); await exited; }
+  });
+  child.stderr.setEncoding('utf8');
+  proc.url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
+    child.stderr.on('data', (s) => {
+      proc.log += s;
+      const m = /serving MCP over Streamable HTTP.* url=(\S+)/.exec(proc.log);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
+  });
+  return proc;
+}
+
+// greetUntil calls greet until it answers, within 20 s: corral connects to
+// the server in the background.
+async function greetUntil(client, args, options) {
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    try {
+      const res = await client.callTool({ name: 'greet', arguments: args }, undefined, options);
+      if (!res.isError) return res.content[0].text;
+      if (Date.now() > deadline) assert.fail(`greet answered ${JSON.stringify(res)}`);
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+    }
+    await sleep(100);
+  }
+}
+
+test('a server with only the HTTP+SSE transport (SDK SSEServerTransport) is served through corral, and reconnected', async (t) => {
+  const remote = await startSSEServer(t);
+  const proc = await startCorral(t, {
+    restartDelay: '100ms',
+    mcpServers: { old: { type: 'sse', url: remote.url, headers: { Authorization: 'Bearer sse-token' } } },
+  });
+  try {
+    const client = new Client({ name: 'corral-interop', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(proc.url)));
+    t.after(() => client.close().catch(() => {}));
+
+    const progress = [];
+    const text = await greetUntil(client, { who: 'sdk' }, { onprogress: (p) => progress.push(p.progress) });
+    assert.equal(text, 'hello, sdk, over SSE');
+    assert.deepEqual(progress, [1], 'the progress the server sent on its stream');
+    assert.ok(remote.seen.auth.has('GET Bearer sse-token') && remote.seen.auth.has('POST Bearer sse-token'),
+      `the configured header on the stream and the posts: ${[...remote.seen.auth]}`);
+
+    // The server ends its session (as a restart does): corral opens a new one.
+    await remote.endSessions();
+    const deadline = Date.now() + 20000;
+    while (remote.seen.streams < 2 && Date.now() < deadline) await sleep(50);
+    assert.equal(remote.seen.streams, 2, 'corral opened a new event stream after the first ended');
+    assert.equal(await greetUntil(client, { who: 'again' }), 'hello, again, over SSE');
+  } catch (e) {
+    e.message += `\n--- corral stderr ---\n${proc.log}`;
+    throw e;
+  }
+});

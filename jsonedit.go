@@ -1,0 +1,117 @@
+package main
+
+// Editing raw JSON in place, on the scanning of jsonscan.go: a few values
+// of a large message (a URI in a result, a task's ID) are replaced, and
+// every other byte is passed on as it came, never decoded or encoded again.
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// rawEditor edits JSON in place: it walks objects and arrays by offsets
+// into data, without decoding them, and collects replacements of values;
+// output applies them. The rest of data is kept byte for byte.
+type rawEditor struct {
+	data  []byte
+	edits []rawEdit // in order of position, not overlapping
+}
+
+// rawEdit replaces data[start:end] with with.
+type rawEdit struct {
+	start, end int
+	with       []byte
+}
+
+// replace replaces the value at data[start:end] with the JSON string s.
+// Edits must be made in order of position.
+func (rw *rawEditor) replace(start, end int, s string) {
+	rw.edits = append(rw.edits, rawEdit{start, end, jsonString(s)})
+}
+
+// object calls f with the name and the start and end of the value of each
+// member of the object at i; it does nothing if no object is at i.
+func (rw *rawEditor) object(i int, f func(key string, vs, ve int)) {
+	data := rw.data
+	if i >= len(data) || data[i] != '{' {
+		return
+	}
+	for i = skipSpace(data, i+1); i < len(data) && data[i] == '"'; {
+		end := skipString(data, i)
+		if end-1 <= i {
+			return // cut short
+		}
+		key := string(data[i+1 : end-1])
+		i = skipSpace(data, end)
+		vs := skipSpace(data, i+1) // past ':'
+		ve := skipValue(data, vs)
+		f(key, vs, ve)
+		i = skipSpace(data, ve)
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// member returns the start and end of the value at path, the names of
+// members of nested objects from the object at i; ok is false if there is
+// none.
+func (rw *rawEditor) member(i int, path ...string) (start, end int, ok bool) {
+	if len(path) == 0 {
+		return i, skipValue(rw.data, i), i < len(rw.data)
+	}
+	rw.object(i, func(key string, vs, _ int) {
+		if key == path[0] && !ok {
+			start, end, ok = rw.member(vs, path[1:]...)
+		}
+	})
+	return start, end, ok
+}
+
+// array calls f with the start of each element of the array at i; it does
+// nothing if no array is at i.
+func (rw *rawEditor) array(i int, f func(es int)) {
+	data := rw.data
+	if i >= len(data) || data[i] != '[' {
+		return
+	}
+	for i = skipSpace(data, i+1); i < len(data) && data[i] != ']'; {
+		f(i)
+		i = skipSpace(data, skipValue(data, i))
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// output returns the data with the edits made; the data itself if there
+// are none.
+func (rw *rawEditor) output() json.RawMessage {
+	if len(rw.edits) == 0 {
+		return rw.data
+	}
+	n := len(rw.data)
+	for _, e := range rw.edits {
+		n += len(e.with) - (e.end - e.start)
+	}
+	out := make([]byte, 0, n)
+	at := 0
+	for _, e := range rw.edits {
+		out = append(out, rw.data[at:e.start]...)
+		out = append(out, e.with...)
+		at = e.end
+	}
+	return append(out, rw.data[at:]...)
+}
+
+// jsonString returns s as a JSON string, without the HTML escapes of
+// json.Marshal: a URI's & stays &.
+func jsonString(s string) []byte {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return []byte(strings.TrimSuffix(b.String(), "\n"))
+}

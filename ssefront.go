@@ -1,0 +1,345 @@
+package main
+
+// This file holds the legacy HTTP+SSE front end: the transport of MCP
+// 2024-11-05, which many deployed clients and bridges still speak. GET /sse
+// opens an event stream whose first event, "endpoint", names the URL the
+// client POSTs its messages to (/messages?sessionId=ID); each POST gets 202
+// Accepted, and every answer, notification and server's request comes on
+// the stream. It is served by http.go's front end, on the same listener and
+// behind the same Origin, Host and bearer checks; each stream is one of its
+// sessions (an httpSession with sse set), under the same limits
+// (maxSessions, maxStreams, maxRequestBytes, maxInFlightPerSession), and
+// the stream closing ends it as DELETE ends a Streamable HTTP session.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The paths of the legacy HTTP+SSE transport.
+const (
+	sseFrontPath         = "/sse"
+	sseFrontMessagesPath = "/messages"
+)
+
+// defaultSSEFrontQueueBytes bounds the messages waiting to be written on one
+// legacy SSE stream (see sseFrontQueue.push).
+const defaultSSEFrontQueueBytes = 16 << 20
+
+// sseFrontMessageOverhead is what one queued message is counted for besides its
+// bytes, so that a flood of small messages is bounded too.
+const sseFrontMessageOverhead = 64
+
+// sseFrontQueue is what a legacy SSE session has beyond an httpSession: the
+// queue of messages for its stream, and its calls in flight, each in a
+// goroutine of its own that the stream's handler joins. Its methods are
+// safe for concurrent use.
+type sseFrontQueue struct {
+	ctx    context.Context // every call's context: cancelled when the session ends
+	cancel context.CancelFunc
+	calls  sync.WaitGroup // the calls in flight; Add only under mu, while !closed
+
+	mu       sync.Mutex
+	queue    []*reply // for the stream, oldest first
+	bytes    int64    // the size of queue, with sseFrontMessageOverhead each
+	max      int64    // the most bytes queue may hold
+	closed   bool     // no more calls: the session is ending or corral stopping
+	overflow bool     // the queue went over max: the session ends
+
+	ready chan struct{} // holds a token while queue is not empty
+	full  chan struct{} // closed when the queue goes over max
+}
+
+// newSSEFrontQueue returns an empty queue that holds at most max bytes. With
+// the batch its stream is writing (see take), a session holds at most twice
+// that.
+func newSSEFrontQueue(max int64) *sseFrontQueue {
+	q := &sseFrontQueue{max: max, ready: make(chan struct{}, 1), full: make(chan struct{})}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	return q
+}
+
+// push queues m for the stream. It never blocks: when the queue would go
+// over its bound (a client that reads too slowly), the queue is emptied and
+// full closed, which ends the session; a message alone in the queue is
+// always taken, whatever its size. After that, push drops what it is given.
+func (q *sseFrontQueue) push(m *reply) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.overflow {
+		return
+	}
+	n := int64(m.len()) + sseFrontMessageOverhead
+	if len(q.queue) > 0 && q.bytes+n > q.max {
+		q.overflow = true
+		q.queue, q.bytes = nil, 0
+		close(q.full)
+		return
+	}
+	q.queue = append(q.queue, m)
+	q.bytes += n
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// overflowed reports whether the queue went over its bound.
+func (q *sseFrontQueue) overflowed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.overflow
+}
+
+// take returns the messages queued so far, for the stream to write, and
+// empties the queue: what is being written no longer counts toward max.
+func (q *sseFrontQueue) take() []*reply {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.queue
+	q.queue, q.bytes = nil, 0
+	return out
+}
+
+// startCall reports whether a call may start, and counts it if so: false
+// once the session is ending.
+func (q *sseFrontQueue) startCall() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.calls.Add(1)
+	return true
+}
+
+// close refuses calls from now on, and returns a channel closed once the
+// calls in flight have returned. It may be called twice.
+func (q *sseFrontQueue) close() <-chan struct{} {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { q.calls.Wait(); close(idle) }() // ends with the last call, which serveSSEFront waits for
+	return idle
+}
+
+// serveLegacySSE serves the paths of the legacy HTTP+SSE transport, once
+// ServeHTTP has checked the request's Origin, Host and bearer token.
+func (h *httpFrontEnd) serveLegacySSE(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == sseFrontPath {
+		h.serveSSEFront(w, r)
+		return
+	}
+	h.serveSSEFrontMessage(w, r)
+}
+
+// serveSSEFront serves GET /sse: it opens a legacy SSE session and streams its
+// messages until the client goes away, it reads too slowly, or corral shuts
+// down; then it ends the session, and returns once its calls have.
+func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+sseFrontPath+"; GET opens a legacy SSE session, whose messages are POSTed to the URL of its endpoint event")
+		return
+	}
+	if max := h.gw.config().MaxStreams; h.streams.Load() >= int64(max) {
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
+		return
+	}
+	s := h.newSSEFrontSession()
+	if s == nil {
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); close a stream, or try again later", h.gw.config().MaxSessions))
+		return
+	}
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
+	defer s.streams.Add(-1) // counted by newSSEFrontSession, so that it is never idle while open
+	idle, why := h.pumpSSEFront(w, r, s)
+	if level := slog.LevelInfo; why != "" {
+		if s.sse.overflowed() {
+			level = slog.LevelWarn
+		}
+		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
+	}
+	h.endSession(s)
+	s.sse.cancel()
+	if idle == nil {
+		idle = s.sse.close()
+	}
+	<-idle
+}
+
+// newSSEFrontSession opens a legacy SSE session, or returns nil when maxSessions
+// are open. Its stream is counted open: serveSSEFront uncounts it.
+func (h *httpFrontEnd) newSSEFrontSession() *httpSession {
+	max := h.sseQueueBytes.Load()
+	if max <= 0 {
+		max = defaultSSEFrontQueueBytes
+	}
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	s := &httpSession{id: hex.EncodeToString(b[:]), sse: newSSEFrontQueue(max), ended: make(chan struct{})}
+	s.lastUsed.Store(time.Now().UnixNano())
+	s.streams.Add(1)
+	h.mu.Lock()
+	if len(h.sessions) >= h.gw.config().MaxSessions {
+		h.mu.Unlock()
+		return nil
+	}
+	h.sessions[s.id] = s
+	h.mu.Unlock()
+	s.session = h.gw.newSession(func(msg []byte) { s.sse.push(&reply{head: msg}) })
+	return s
+}
+
+// pumpSSEFront writes the endpoint event, then the session's messages as
+// they come (see writeSSEFrontQueue). A write blocked on a client that reads
+// nothing is cut off when the queue overflows. It returns why the stream
+// ended when the log should say, and the channel closed when the calls have
+// returned, if it asked for one.
+func (h *httpFrontEnd) pumpSSEFront(w http.ResponseWriter, r *http.Request, s *httpSession) (idle <-chan struct{}, why string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if _, err := fmt.Fprintf(w, "event: endpoint\ndata: %s?sessionId=%s\n\n", sseFrontMessagesPath, s.id); err != nil {
+		return nil, "the client closed the stream: " + err.Error()
+	}
+	rc.Flush()
+	done, cut := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(cut)
+		select {
+		case <-s.sse.full:
+			rc.SetWriteDeadline(time.Now()) // fails the write under way, if any
+		case <-done:
+		}
+	}()
+	defer func() { close(done); <-cut }()
+	return h.writeSSEFrontQueue(w, r, s, rc)
+}
+
+// writeSSEFrontQueue writes the session's messages as they come until the
+// client goes away (the stream's context ends or a write fails), the queue
+// overflows, the session ends, or, once corral shuts down, the calls in
+// flight have returned. Its results are pumpSSEFront's.
+func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request, s *httpSession, rc *http.ResponseController) (idle <-chan struct{}, why string) {
+	q := s.sse
+	closing := h.closing
+	drained := false // the calls have returned: write what is left, then end
+	for {
+		for _, m := range q.take() {
+			if _, err := writeSSEFrontReply(w, m); err != nil {
+				if q.overflowed() {
+					return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+				}
+				return idle, "the client closed the stream: " + err.Error()
+			}
+		}
+		rc.Flush()
+		if drained {
+			return idle, "corral is shutting down"
+		}
+		select {
+		case <-q.ready:
+		case <-q.full:
+			return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+		case <-s.ended:
+			return idle, ""
+		case <-r.Context().Done():
+			return idle, "the client closed the stream"
+		case <-closing:
+			// Calls in flight may finish within shutdownTimeout, their
+			// answers written; then the stream ends.
+			closing, idle = nil, q.close()
+		case <-idle:
+			drained = true
+		}
+	}
+}
+
+// writeSSEFrontReply writes one message as a server-sent event.
+func writeSSEFrontReply(w io.Writer, m *reply) (int64, error) {
+	n, err := io.WriteString(w, "event: message\ndata: ")
+	if err != nil {
+		return int64(n), err
+	}
+	k, err := m.WriteTo(w)
+	if err != nil {
+		return int64(n) + k, err
+	}
+	j, err := io.WriteString(w, "\n\n")
+	return int64(n+j) + k, err
+}
+
+// serveSSEFrontMessage serves POST /messages?sessionId=ID: one message of a
+// legacy SSE session. A well-formed message gets 202 Accepted; a request's
+// answer comes on the session's stream.
+func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+sseFrontMessagesPath+"; POST a message of a legacy SSE session there")
+		return
+	}
+	id := r.URL.Query().Get("sessionId")
+	if id == "" {
+		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "missing sessionId in the query; open a stream with GET "+sseFrontPath+" and POST to the URL its endpoint event names")
+		return
+	}
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	s := h.sessions[id]
+	h.mu.Unlock()
+	if s == nil || s.sse == nil {
+		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; open a new one with GET "+sseFrontPath)
+		return
+	}
+	s.lastUsed.Store(time.Now().UnixNano())
+	msg, werr := decodeMessage(body)
+	if werr != nil {
+		var id []byte
+		if msg != nil {
+			id = msg.ID
+		}
+		writeJSONError(w, id, werr)
+		return
+	}
+	if !checkLegacyVersion(w, r, msg) {
+		return
+	}
+	in := legacyInbound(msg)
+	if msg.ID == nil || msg.Method == "" {
+		h.gw.handle(r.Context(), s.session, in, nil)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	select {
+	case <-h.closing:
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, "corral is shutting down; calls in flight finish, new ones are refused")
+		return
+	default:
+	}
+	if !s.sse.startCall() {
+		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "the session has ended; open a new one with GET "+sseFrontPath)
+		return
+	}
+	go func() { // joined by serveSSEFront, through startCall and close
+		defer s.sse.calls.Done()
+		if a := h.gw.handle(s.sse.ctx, s.session, in, nil); a != nil {
+			s.sse.push(a)
+		}
+	}()
+	w.WriteHeader(http.StatusAccepted)
+}

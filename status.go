@@ -1,0 +1,48 @@
+package main
+
+// This file holds the snapshot the status page (statuspage.go) reads: each
+// server's health, as /healthz reports it, with its recent tool calls.
+
+import "time"
+
+// gatewayStatus is what the status page shows: the health of each server, as
+// /healthz reports it, with its recent tool calls, and the sessions open.
+type gatewayStatus struct {
+	Time     time.Time
+	Servers  []serverStatus
+	Sessions int
+}
+
+// serverStatus is what the status page shows of one server.
+type serverStatus struct {
+	health
+	// Recent counts the calls that ended, and those that failed, in each
+	// of the windows of recentWindows.
+	Recent [len(recentWindows)]recentCalls
+}
+
+// recentCalls counts the tool calls that ended in the last Minutes minutes.
+type recentCalls struct {
+	Minutes        int
+	Calls, Errored int64
+}
+
+// recentWindows are the windows, in minutes, over which the status page
+// counts calls; none is over recentMinutes.
+var recentWindows = [...]int{1, 5, recentMinutes}
+
+// status returns what the status page shows now. It is safe for concurrent
+// use.
+func (g *Gateway) status() gatewayStatus {
+	now := time.Now()
+	backends := g.backendList()
+	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: g.sessions.count()}
+	for i, b := range backends {
+		st.Servers[i].health = b.health()
+		for w, n := range recentWindows {
+			calls, errored := b.metrics.recent.sums(now, n)
+			st.Servers[i].Recent[w] = recentCalls{Minutes: n, Calls: calls, Errored: errored}
+		}
+	}
+	return st
+}

@@ -1,0 +1,247 @@
+package main
+
+// This file holds the status page: an HTML view, for a person in a browser,
+// of what /healthz and /metrics report. It is a front end: it reads the
+// gateway's status through statusSource and nothing else, so it shows
+// nothing that /healthz does not (no arguments, environment, headers or
+// token). It needs no JavaScript and refreshes itself.
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"fmt"
+	"html/template"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// statusSource is what the status page reads of the gateway below it: a
+// snapshot of every server's health and recent calls. *Gateway implements it.
+type statusSource interface {
+	status() gatewayStatus
+}
+
+const (
+	// statusRefresh is how often the page reloads itself.
+	statusRefresh = 5 * time.Second
+	// statusLineRunes is how much of each stderr line the page shows; a
+	// longer line is cut and ends in "…".
+	statusLineRunes = 240
+	// statusLines is how many of a server's last stderr lines the page
+	// shows, at most.
+	statusLines = stderrTailLines
+)
+
+// wantsStatusPage reports whether r asks for the status page: a GET or HEAD
+// of / whose Accept header names text/html (as every browser's does). Any
+// other request of / is served as it was before the page existed.
+func wantsStatusPage(r *http.Request) bool {
+	if r.URL.Path != "/" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil || mt != "text/html" {
+			continue
+		}
+		q, ok := params["q"]
+		f, err := strconv.ParseFloat(q, 64)
+		if !ok || (err == nil && f > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// serveStatusPage serves the status page. When a bearer token is
+// configured, the request must carry it, as every other request must, or
+// carry it as the password of HTTP Basic authentication (any user name):
+// a browser asks for that itself, keeps it for the browser's session, and sends it
+// with each refresh, so that the token never goes in a URL. Basic is
+// accepted here only, on this read-only page, so that credentials a browser
+// sends by itself can never make a call.
+func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+	if !h.authorized(r) && !h.basicAuthorized(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="corral status page", charset="UTF-8"`)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintln(w, "The status page needs corral's bearer token: send Authorization: Bearer TOKEN, or give the token as the password (any user name) when the browser asks.")
+		return
+	}
+	var b bytes.Buffer
+	if err := writeStatusPage(&b, h.gw, time.Now()); err != nil {
+		h.log.Error("writing the status page", "err", err)
+		http.Error(w, "writing the status page failed; see corral's log", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Vary", "Accept, Authorization")
+	// No script, frame or remote resource, whatever a server's stderr holds.
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	w.Write(b.Bytes())
+}
+
+// basicAuthorized reports whether a bearer token is configured and the
+// request carries it as its HTTP Basic password, compared in constant time.
+func (h *httpFrontEnd) basicAuthorized(r *http.Request) bool {
+	token := h.gw.config().token
+	_, password, ok := r.BasicAuth()
+	return token != "" && ok && subtle.ConstantTimeCompare([]byte(password), []byte(token)) == 1
+}
+
+// writeStatusPage writes the status page of src, as it is at now, to b.
+func writeStatusPage(b *bytes.Buffer, src statusSource, now time.Time) error {
+	return statusTemplate.Execute(b, newStatusView(src.status(), now))
+}
+
+// statusView is what the page's template reads: the snapshot, put in words.
+type statusView struct {
+	Refresh  int // seconds
+	Time     string
+	Ready    int
+	Sessions int
+	Servers  []serverView
+	Windows  []int // minutes
+}
+
+// serverView is one server's row, and its details.
+type serverView struct {
+	Name, State                                   string
+	PID                                           int
+	Uptime                                        string
+	Restarts, Tools, Prompts, Resources, InFlight int
+	Templates                                     int
+	Recent                                        []recentCalls
+	LastExit, Error, Retry                        string
+	Stderr                                        []string
+}
+
+// newStatusView puts st, taken at now, in words.
+func newStatusView(st gatewayStatus, now time.Time) statusView {
+	v := statusView{Refresh: int(statusRefresh / time.Second), Time: st.Time.UTC().Format("2006-01-02 15:04:05 UTC"), Sessions: st.Sessions}
+	for _, n := range recentWindows {
+		v.Windows = append(v.Windows, n)
+	}
+	for _, s := range st.Servers {
+		if s.State == stateReady {
+			v.Ready++
+		}
+		sv := serverView{Name: s.Name, State: string(s.State), Uptime: s.Uptime, Restarts: s.Restarts,
+			Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources, Templates: s.Templates, InFlight: s.InFlight,
+			Recent: s.Recent[:], LastExit: s.LastExit, Error: s.Error, Retry: retryText(s.RetryAt, now)}
+		if s.State == stateStarting || s.State == stateReady {
+			sv.PID = s.PID // else it is the PID of a process gone, perhaps reused
+		}
+		tail := s.Stderr
+		if len(tail) > statusLines {
+			tail = tail[len(tail)-statusLines:]
+		}
+		for _, line := range tail {
+			sv.Stderr = append(sv.Stderr, cutLine(line, statusLineRunes))
+		}
+		v.Servers = append(v.Servers, sv)
+	}
+	return v
+}
+
+// retryText says when a failed server is tried again, given the RFC 3339
+// time of its health report; "" if there is none.
+func retryText(retryAt string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339, retryAt)
+	if err != nil {
+		return ""
+	}
+	at := t.UTC().Format("15:04:05 UTC")
+	if d := t.Sub(now).Round(time.Second); d > 0 {
+		return fmt.Sprintf("%s (in %s)", at, d)
+	}
+	return at + " (now)"
+}
+
+// cutLine returns s as valid UTF-8 of at most n runes, the last of them "…"
+// when s was longer.
+func cutLine(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// statusTemplate is the page. html/template escapes every value by its
+// context, so that a server's stderr is shown as text, never read as markup.
+var statusTemplate = template.Must(template.New("status").Parse(statusHTML))
+
+const statusHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.Refresh}}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>corral: {{.Ready}} of {{len .Servers}} servers ready</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; margin: 0 0 .2em; }
+.meta { color: #666; margin-bottom: 1em; }
+table { border-collapse: collapse; }
+th, td { padding: .3em .7em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child, td.state { text-align: left; }
+td.state { font-weight: 600; }
+tr.ready td.state { color: #176f2c; }
+tr.starting td.state, tr.backoff td.state { color: #8a5a00; }
+tr.failed td.state { color: #b00020; }
+tr.stopped td.state { color: #666; }
+section { margin-top: 1.5em; }
+h2 { font-size: 1.1em; margin: 0 0 .3em; }
+dl { display: grid; grid-template-columns: max-content auto; gap: .2em 1em; margin: 0 0 .5em; }
+dt { color: #666; }
+dd { margin: 0; }
+pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-space: pre-wrap; word-break: break-all; }
+</style>
+</head>
+<body>
+<h1>corral</h1>
+<p class="meta">{{.Ready}} of {{len .Servers}} servers ready · <span id="sessions">{{.Sessions}}</span> sessions open · {{.Time}} · refreshes every {{.Refresh}} s</p>
+<table>
+<thead>
+<tr><th>server</th><th>state</th><th>PID</th><th>uptime</th><th>restarts</th><th>tools</th><th>prompts</th><th>resources</th><th>in flight</th>{{range .Windows}}<th>calls / errors, {{.}} min</th>{{end}}</tr>
+</thead>
+<tbody>
+{{range .Servers}}<tr class="{{.State}}" data-server="{{.Name}}" data-state="{{.State}}">
+<td><a href="#server-{{.Name}}">{{.Name}}</a></td>
+<td class="state">{{.State}}</td>
+<td>{{if .PID}}{{.PID}}{{else}}–{{end}}</td>
+<td>{{or .Uptime "–"}}</td>
+<td>{{.Restarts}}</td>
+<td>{{.Tools}}</td>
+<td>{{.Prompts}}</td>
+<td>{{.Resources}}{{if .Templates}} + {{.Templates}} templates{{end}}</td>
+<td>{{.InFlight}}</td>
+{{range .Recent}}<td>{{.Calls}} / {{.Errored}}</td>{{end}}
+</tr>
+{{end}}</tbody>
+</table>
+{{range .Servers}}{{if or .Error .LastExit .Retry .Stderr}}
+<section id="server-{{.Name}}" data-server="{{.Name}}">
+<h2>{{.Name}}: {{.State}}</h2>
+<dl>
+{{if .Error}}<dt>error</dt><dd class="error">{{.Error}}</dd>{{end}}
+{{if .LastExit}}<dt>last exit</dt><dd class="last-exit">{{.LastExit}}</dd>{{end}}
+{{if .Retry}}<dt>tried again at</dt><dd class="retry">{{.Retry}}</dd>{{end}}
+</dl>
+{{if .Stderr}}<pre class="stderr">{{range .Stderr}}{{.}}
+{{end}}</pre>{{end}}
+</section>
+{{end}}{{end}}
+</body>
+</html>
+`

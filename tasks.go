@@ -1,0 +1,439 @@
+package main
+
+// Tasks (MCP 2025-11-25). A client that augments a tools/call with a task
+// gets, at once, a task its server created and runs; it then asks for the
+// task's state, result or cancellation with tasks/get, tasks/result and
+// tasks/cancel, and lists its tasks with tasks/list. Task IDs are the
+// server's, and two servers may use the same ones: corral gives each task
+// an ID of its own, as it does requests, remembers which server and which
+// session it belongs to, and routes the tasks methods by it. A session sees
+// and reaches only its own tasks. Tasks are a legacy session's: a modern
+// (2026-07-28) request has no session to own one.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// metaRelatedTask is the _meta key that ties a message to its task; the
+// result of tasks/result carries it.
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// task is one task a client created through corral.
+type task struct {
+	id      string  // corral's ID, the one the client knows
+	key     taskKey // the server's
+	b       *backend
+	s       *session
+	seq     int64     // the order of creation, for tasks/list
+	expires time.Time // when the server may forget it (its ttl); zero if never
+}
+
+// taskKey names a task as its server knows it.
+type taskKey struct {
+	server, id string
+}
+
+// taskTable is the tasks of every session, by corral's ID and by the
+// server's. A session has at most maxTasksPerSession of them, the tasks
+// being created included. Its methods are safe for concurrent use.
+//
+// Lock order: mu is a leaf: no other lock is taken while it is held.
+type taskTable struct {
+	mu       sync.Mutex
+	byID     map[string]*task
+	byServer map[taskKey]*task
+	count    map[*session]int // tasks and reservations, by session
+	seq      int64
+}
+
+func newTaskTable() *taskTable {
+	return &taskTable{byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[*session]int{}}
+}
+
+// reserve makes room for one task of s, or returns the error that refuses
+// it: s has max tasks already. Tasks whose ttl has passed are forgotten
+// first. The room is taken by add or given back by release.
+func (t *taskTable) reserve(s *session, max int, now time.Time) *wireError {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, tk := range t.byID {
+		if tk.s == s && !tk.expires.IsZero() && now.After(tk.expires) {
+			t.drop(id)
+		}
+	}
+	if n := t.count[s]; n >= max {
+		return unavailable("this session has %d tasks, the limit (maxTasksPerSession); corral forgets a task when its ttl ends or the session ends", n)
+	}
+	t.count[s]++
+	return nil
+}
+
+// release gives back a reservation that made no task.
+func (t *taskTable) release(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.count[s]--; t.count[s] <= 0 {
+		delete(t.count, s)
+	}
+}
+
+// add records the task server b created as id for s, in the room reserve
+// made, and returns it with corral's ID. A task the server gives an ID it
+// already gave (after a restart corral did not see) replaces the old one.
+func (t *taskTable) add(s *session, b *backend, id string, ttl time.Duration, now time.Time) *task {
+	var raw [16]byte
+	rand.Read(raw[:])
+	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.name, id}, b: b, s: s}
+	if ttl > 0 {
+		tk.expires = now.Add(ttl)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.byServer[tk.key]; old != nil {
+		t.drop(old.id)
+	}
+	t.seq++
+	tk.seq = t.seq
+	t.byID[tk.id] = tk
+	t.byServer[tk.key] = tk
+	return tk
+}
+
+// drop forgets the task id and gives back its room. t.mu is held.
+func (t *taskTable) drop(id string) {
+	tk := t.byID[id]
+	if tk == nil {
+		return
+	}
+	delete(t.byID, id)
+	delete(t.byServer, tk.key)
+	if t.count[tk.s]--; t.count[tk.s] <= 0 {
+		delete(t.count, tk.s)
+	}
+}
+
+// forget forgets the task id.
+func (t *taskTable) forget(id string) {
+	t.mu.Lock()
+	t.drop(id)
+	t.mu.Unlock()
+}
+
+// owned returns s's task id, or nil if s has no such task.
+func (t *taskTable) owned(s *session, id string) *task {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tk := t.byID[id]; tk != nil && tk.s == s {
+		return tk
+	}
+	return nil
+}
+
+// ofServer returns the task server calls id, or nil.
+func (t *taskTable) ofServer(server, id string) *task {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byServer[taskKey{server, id}]
+}
+
+// sessionTasks returns s's tasks, newest first.
+func (t *taskTable) sessionTasks(s *session) []*task {
+	t.mu.Lock()
+	var out []*task
+	for _, tk := range t.byID {
+		if tk.s == s {
+			out = append(out, tk)
+		}
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].seq > out[j].seq })
+	return out
+}
+
+// forgetWhere forgets every task for which match reports true, and
+// returns them.
+func (t *taskTable) forgetWhere(match func(*task) bool) []*task {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var gone []*task
+	for id, tk := range t.byID {
+		if match(tk) {
+			t.drop(id)
+			gone = append(gone, tk)
+		}
+	}
+	return gone
+}
+
+// taskAugmented reports whether a request's params ask for a task. Params
+// that do not hold the text "task" are not scanned.
+func taskAugmented(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"task"`)) {
+		return false
+	}
+	found := false
+	members(params, func(key string, _ []byte) { found = found || key == "task" })
+	return found
+}
+
+// forwardTask forwards a task-augmented request of a legacy session (see
+// Gateway.forward), within s's room for tasks, and gives the task the
+// server creates an ID of corral's in the answer. A server that ran the
+// request without a task (it does not offer tasks) answers as usual.
+func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
+	if werr := g.tasks.reserve(s, g.config().MaxTasksPerSession, time.Now()); werr != nil {
+		return errorReply(in.msg.ID, werr)
+	}
+	r := g.forward(ctx, s, in, b, params, token, send)
+	id, ttl := createdTask(r)
+	if id == "" {
+		g.tasks.release(s)
+		return r
+	}
+	tk := g.tasks.add(s, b, id, ttl, time.Now())
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended {
+		// The session ended while the call was in flight, and forgot its
+		// tasks before this one was added: no one will ask for it.
+		g.tasks.forget(tk.id)
+	}
+	r.result = clientTaskID(r.result, tk.id)
+	return r
+}
+
+// createdTask returns the server's ID and the ttl of the task r, the
+// answer to a task-augmented request, says the server created; "" if it
+// says none (an error, or the result of a server that does not offer
+// tasks). The result is not decoded but for those two values.
+func createdTask(r *reply) (id string, ttl time.Duration) {
+	if r == nil || r.result == nil {
+		return "", 0
+	}
+	rw := rawEditor{data: r.result}
+	top := skipSpace(r.result, 0)
+	start, end, ok := rw.member(top, "task", "taskId")
+	if !ok || json.Unmarshal(r.result[start:end], &id) != nil {
+		return "", 0
+	}
+	var ms int64
+	if start, end, ok := rw.member(top, "task", "ttl"); ok && json.Unmarshal(r.result[start:end], &ms) == nil && ms > 0 {
+		ttl = time.Duration(ms) * time.Millisecond
+	}
+	return id, ttl
+}
+
+// serveTask serves tasks/get, tasks/result and tasks/cancel: it forwards
+// the request to the server of the session's task it names, with the
+// server's ID for it, and answers with corral's. A task the session does
+// not own is unknown (-32602), as the specification says of a task that
+// does not exist.
+func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+	msg := in.msg
+	var p struct {
+		TaskID string `json:"taskId"`
+		Meta   struct {
+			Token json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
+		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must hold the taskId"})
+	}
+	tk := g.tasks.owned(s, p.TaskID)
+	if tk == nil {
+		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("%s: unknown task %q; tasks/list names this session's tasks (corral forgets a task when its server restarts, its ttl ends or its session ends)", msg.Method, p.TaskID)})
+	}
+	token := p.Meta.Token
+	if string(token) == "null" {
+		token = nil
+	}
+	r := g.forward(ctx, s, in, tk.b, setMember(msg.Params, "taskId", tk.key.id), token, send)
+	if r != nil && r.result != nil {
+		r.result = clientTaskID(r.result, tk.id)
+	}
+	return r
+}
+
+// clientTaskID returns result with the task ID in it set to id: in a task
+// (a task's state at its top, or the task member of a CreateTaskResult), or
+// in the related-task _meta of a task's result. Only those values change:
+// the rest is the server's bytes.
+func clientTaskID(result json.RawMessage, id string) json.RawMessage {
+	rw := rawEditor{data: result}
+	top := skipSpace(result, 0)
+	for _, path := range [][]string{{"taskId"}, {"task", "taskId"}, {"_meta", metaRelatedTask, "taskId"}} {
+		if start, end, ok := rw.member(top, path...); ok {
+			rw.replace(start, end, id)
+		}
+	}
+	sort.Slice(rw.edits, func(i, j int) bool { return rw.edits[i].start < rw.edits[j].start })
+	return rw.output()
+}
+
+// relatedTask returns the task of server b's that the related-task _meta
+// of params names (a server's request to a client about a task has it),
+// and where its ID is in params; nil if none does.
+func (g *Gateway) relatedTask(b *backend, params json.RawMessage) (tk *task, start, end int) {
+	if !bytes.Contains(params, []byte(metaRelatedTask)) {
+		return nil, 0, 0
+	}
+	rw := rawEditor{data: params}
+	start, end, ok := rw.member(skipSpace(params, 0), "_meta", metaRelatedTask, "taskId")
+	var id string
+	if !ok || json.Unmarshal(params[start:end], &id) != nil {
+		return nil, 0, 0
+	}
+	if tk = g.tasks.ofServer(b.name, id); tk == nil || tk.b != b {
+		return nil, 0, 0
+	}
+	return tk, start, end
+}
+
+// taskOwner returns the session whose task params, those of a request of
+// server b's to a client, are about, or nil.
+func (g *Gateway) taskOwner(b *backend, params json.RawMessage) *session {
+	if tk, _, _ := g.relatedTask(b, params); tk != nil {
+		return tk.s
+	}
+	return nil
+}
+
+// clientRelatedTask returns params, those of a request of server b's to a
+// client, with the task they are about under corral's ID for it.
+func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.RawMessage {
+	tk, start, end := g.relatedTask(b, params)
+	if tk == nil {
+		return params
+	}
+	rw := rawEditor{data: params}
+	rw.replace(start, end, tk.id)
+	return rw.output()
+}
+
+// listTasks answers tasks/list: the session's tasks, newest first, each as
+// its server answers tasks/get for it now, in one page. A task its server
+// no longer knows (-32602) is forgotten; one whose server does not answer
+// is left out of this page.
+func (g *Gateway) listTasks(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	json.Unmarshal(params, &p)
+	if p.Cursor != nil {
+		return nil, &wireError{Code: codeInvalidParams, Message: "tasks/list: invalid cursor; corral lists a session's tasks in one page, with no nextCursor"}
+	}
+	mine := g.tasks.sessionTasks(s)
+	states := make([]json.RawMessage, len(mine))
+	var wg sync.WaitGroup
+	for i, tk := range mine {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(tk.b.cfg))
+			defer cancel()
+			a, err := tk.b.call(ctx, "tasks/get", setMember(json.RawMessage(`{}`), "taskId", tk.key.id), nil)
+			switch {
+			case err != nil:
+			case a.Error != nil && a.Error.Code == codeInvalidParams:
+				g.tasks.forget(tk.id)
+			case a.Error == nil:
+				states[i] = clientTaskID(a.Result, tk.id)
+			}
+		}()
+	}
+	wg.Wait()
+	list := []json.RawMessage{}
+	for _, st := range states {
+		if st != nil {
+			list = append(list, st)
+		}
+	}
+	return map[string]any{"tasks": list}, nil
+}
+
+// taskStatus passes a server's notifications/tasks/status to the session
+// whose task it is, with corral's ID for the task. A status of a task no
+// session owns (its session ended) is dropped.
+func (g *Gateway) taskStatus(b *backend, params json.RawMessage) {
+	var p struct {
+		TaskID string `json:"taskId"`
+	}
+	json.Unmarshal(params, &p)
+	tk := g.tasks.ofServer(b.name, p.TaskID)
+	if tk == nil || tk.b != b {
+		b.log.Debug("task status of no session's task dropped", "task", p.TaskID)
+		return
+	}
+	note, _ := encodeNotification("notifications/tasks/status", setMember(params, "taskId", tk.id))
+	tk.s.send(note[:len(note)-1])
+}
+
+// forgetServerTasks forgets the tasks of server b: it has started again,
+// and its tasks went with the process that ran them.
+func (g *Gateway) forgetServerTasks(b *backend) {
+	g.tasks.forgetWhere(func(tk *task) bool { return tk.key.server == b.name })
+}
+
+// forgetSessionTasks forgets the tasks of session s, which ended, and asks
+// their servers to cancel them, where they offer tasks/cancel: no one can
+// ask for them any more. (One that has ended already stays as it is.) The
+// servers hear of it on goroutines of the gateway's (g.owned), so it does
+// not block, unless the gateway has stopped.
+func (g *Gateway) forgetSessionTasks(s *session) {
+	for _, tk := range g.tasks.forgetWhere(func(tk *task) bool { return tk.s == s }) {
+		if !offersTaskCancel(tk.b.capabilities()) {
+			continue
+		}
+		g.owned.goOrRun(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(tk.b.cfg))
+			defer cancel()
+			if err := tk.b.callInto(ctx, "tasks/cancel", setMember(json.RawMessage(`{}`), "taskId", tk.key.id)); err != nil {
+				tk.b.log.Debug("cancelling the task of an ended session", "task", tk.key.id, "err", err)
+			}
+		})
+	}
+}
+
+// offersTaskCancel reports whether a server's capabilities declare
+// tasks.cancel.
+func offersTaskCancel(c capabilities) bool {
+	var t struct {
+		Cancel json.RawMessage `json:"cancel"`
+	}
+	return json.Unmarshal(c["tasks"], &t) == nil && t.Cancel != nil
+}
+
+// mergeTasks adds a server's tasks capability, declared, to caps, what
+// corral declares to clients: tasks/list always (corral answers it), and
+// tasks/cancel and task-augmented tools/call when any server offers them.
+func mergeTasks(caps map[string]any, declared json.RawMessage) {
+	t, _ := caps["tasks"].(map[string]any)
+	if t == nil {
+		t = map[string]any{"list": struct{}{}}
+		caps["tasks"] = t
+	}
+	var c struct {
+		Cancel   json.RawMessage `json:"cancel"`
+		Requests struct {
+			Tools struct {
+				Call json.RawMessage `json:"call"`
+			} `json:"tools"`
+		} `json:"requests"`
+	}
+	json.Unmarshal(declared, &c)
+	if c.Cancel != nil {
+		t["cancel"] = struct{}{}
+	}
+	if c.Requests.Tools.Call != nil {
+		t["requests"] = map[string]any{"tools": map[string]any{"call": struct{}{}}}
+	}
+}
