@@ -143,6 +143,9 @@ type Config struct {
 	// Limits bounds the resources of every server's processes; a server
 	// entry may override each limit. If zero, no limits.
 	Limits Limits `json:"limits,omitzero"`
+	// Sandbox is the sandbox of every local server; a server entry may
+	// override each of its rules. If nil, none.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
 
 	// Admin holds the settings of the admin API (admin.go). If zero, it
 	// is off.
@@ -239,6 +242,10 @@ type ServerConfig struct {
 	// Limits overrides, limit by limit, the top level's limits for this
 	// server.
 	Limits Limits `json:"limits,omitzero"`
+	// Sandbox overrides, rule by rule, the top level's sandbox for this
+	// server (sandbox.go). If neither is set, the server runs with all of
+	// corral's rights.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
 
 	// Prerequisite, if set, is a process corral starts, and waits for,
 	// before the server (see prereq.go).

@@ -33,6 +33,7 @@ func (c *Config) resolved() []byte {
 		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
 		r.Limits = c.limits(s)
 		r.Start = cmp.Or(s.Start, startEager)
+		r.Sandbox = c.sandbox(s)
 		if len(s.Env) > 0 {
 			r.Env = map[string]string{}
 			for k := range s.Env {

@@ -199,6 +199,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	}
 	p.checkPrereq(s)
 	p.validateServer(name, s)
+	p.validateSandbox(name, s.URL != "", s.Sandbox)
 	return s
 }
 
@@ -440,6 +441,7 @@ func (p *parser) validate(c *Config) {
 	}
 	p.validateSupervision("", c.Supervision)
 	p.validateLimits("", c.Limits)
+	p.validateSandbox("", false, c.Sandbox)
 	for _, f := range limits {
 		if f.n < 0 {
 			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)

@@ -232,8 +232,9 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Scope                     string
 		MaxInstances              int
 		Lazy                      bool
+		Sandbox                   *SandboxConfig
 	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite,
-		s.Scope, s.MaxInstances, s.isLazy()})
+		s.Scope, s.MaxInstances, s.isLazy(), cfg.sandbox(s)})
 	return string(b)
 }
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 )
 
@@ -28,9 +29,10 @@ const shimExitCode = 126
 // shimSpec is what the shim applies to itself before it executes the server.
 // It travels as JSON in argv[2]; argv[3:] is unused.
 type shimSpec struct {
-	Path    string   `json:"path"`              // absolute path of the server's program (resolved by corral)
-	Args    []string `json:"args"`              // the server's argv, Args[0] included
-	Cgroups []string `json:"cgroups,omitempty"` // cgroup directories to join
+	Path    string       `json:"path"`              // absolute path of the server's program (resolved by corral)
+	Args    []string     `json:"args"`              // the server's argv, Args[0] included
+	Cgroups []string     `json:"cgroups,omitempty"` // cgroup directories to join
+	Sandbox *sandboxPlan `json:"sandbox,omitempty"` // what the shim applies to itself (sandbox.go); nil for nothing
 }
 
 // argOrEmpty returns os.Args[i], or "" if there is none.
@@ -46,6 +48,9 @@ func argOrEmpty(i int) string {
 // It never returns on success (syscall.Exec); on failure it writes one line
 // "corral shim: <what failed>: <error>" to stderr and returns 126.
 func runShim(arg string) int {
+	// Landlock and no_new_privs apply to the calling thread, and execve keeps
+	// the calling thread's: everything below runs on this one.
+	runtime.LockOSThread()
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "corral shim: %s: %v\n", what, err)
 		return shimExitCode
@@ -64,7 +69,11 @@ func runShim(arg string) int {
 			return fail("joining cgroup "+dir, err)
 		}
 	}
-	// 2. sandbox (sandbox.go) goes here
+	// 2. sandbox: loopback up in its network namespace, no_new_privs,
+	// Landlock (sandbox_linux.go).
+	if err := applySandbox(spec.Sandbox); err != nil {
+		return fail("sandbox", err)
+	}
 	// 3. the server, in this process's place.
 	return fail("executing "+spec.Path, syscall.Exec(spec.Path, spec.Args, os.Environ()))
 }
@@ -75,11 +84,12 @@ func joinCgroup(dir string) error {
 }
 
 // shimCommand returns the command that starts the server spec describes
-// through the shim, joining the cgroup directories dirs. The program is
+// through the shim, joining the cgroup directories dirs and applying the
+// sandbox plan, if not nil. The program is
 // resolved here as exec.Command would resolve it (PATH, then relative to the
 // working directory), so that a missing program is the same error as
 // without the shim.
-func shimCommand(spec processSpec, dirs []string) (*exec.Cmd, error) {
+func shimCommand(spec processSpec, dirs []string, plan *sandboxPlan) (*exec.Cmd, error) {
 	server := exec.Command(spec.command, spec.args...)
 	if server.Err != nil {
 		return nil, server.Err
@@ -98,7 +108,7 @@ func shimCommand(spec processSpec, dirs []string) (*exec.Cmd, error) {
 	if _, err := exec.LookPath(path); err != nil {
 		return nil, err // as exec.Cmd.Start would fail, before anything runs
 	}
-	arg, err := json.Marshal(shimSpec{Path: path, Args: server.Args, Cgroups: dirs})
+	arg, err := json.Marshal(shimSpec{Path: path, Args: server.Args, Cgroups: dirs, Sandbox: plan})
 	if err != nil {
 		return nil, err
 	}
@@ -106,24 +116,36 @@ func shimCommand(spec processSpec, dirs []string) (*exec.Cmd, error) {
 }
 
 // containedCommand returns the command that starts the server spec
-// describes, and its cgroup: through the shim, in a cgroup of its own, where
-// spec.cgroups puts servers in cgroups; as it is, with no cgroup, elsewhere.
-// Limits that cannot be enforced are an error: a server never runs without
-// the limits its config sets.
-func containedCommand(spec processSpec) (*exec.Cmd, *serverCgroup, error) {
+// describes, its cgroup and its sandbox plan: through the shim where spec
+// puts servers in cgroups or has a sandbox that asks for something, the
+// shim joining a cgroup of the server's own and applying the plan; as it
+// is, with no cgroup and a nil plan, elsewhere. Limits or a sandbox rule
+// that cannot be enforced are an error: a server never runs without the
+// limits, or with less of the sandbox, than its config asks for. The caller
+// sets the plan's namespaces on the command (sandboxPlan.procAttr) with its
+// other attributes, and removes the cgroup if the command does not start.
+func containedCommand(spec processSpec) (*exec.Cmd, *serverCgroup, *sandboxPlan, error) {
+	plan, err := spec.sandboxPlan()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	cg, err := spec.cgroups.create(spec.name, spec.limits)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if cg == nil {
-		return exec.Command(spec.command, spec.args...), nil, nil
+	if cg == nil && plan == nil {
+		return exec.Command(spec.command, spec.args...), nil, nil, nil
 	}
-	cmd, err := shimCommand(spec, cg.dirs)
+	var dirs []string // none without a cgroup
+	if cg != nil {
+		dirs = cg.dirs
+	}
+	cmd, err := shimCommand(spec, dirs, plan)
 	if err != nil {
 		cg.remove()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cmd, cg, nil
+	return cmd, cg, plan, nil
 }
 
 // overMemoryDescription says how a process of a server ended whose cgroup

@@ -46,6 +46,11 @@ type processSpec struct {
 	// reaper, if not nil, is told of the process so that it never reaps it.
 	reaper *orphanReaper
 
+	// sandbox, if not nil, is what the server may reach (sandbox.go), and
+	// sandboxHost what this machine offers; if nil, probeSandboxHost.
+	sandbox     *SandboxConfig
+	sandboxHost func() sandboxHost
+
 	// cgroups, if on, is where the process gets a cgroup of its own, with
 	// limits; the process is then started through the shim (shim.go).
 	// Limits set where cgroups is not on are an error at start.
@@ -95,13 +100,14 @@ type process struct {
 // has started; stderr is drained into spec.log from then on. The caller reads
 // p.stdout and must call Stop.
 func startProcess(spec processSpec) (*process, error) {
-	cmd, cg, err := containedCommand(spec)
+	cmd, cg, plan, err := containedCommand(spec)
 	if err != nil {
 		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
 	}
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
 	setProcAttr(cmd)
+	plan.procAttr(cmd.SysProcAttr)
 
 	// Pipes of our own rather than cmd.StdoutPipe: Wait must not close the
 	// read ends under the reader, and a crash is seen by Wait, not by EOF.
@@ -146,7 +152,7 @@ func startProcess(spec processSpec) (*process, error) {
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
 		cg.remove()
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, sandboxStartError(cmd, err))
 	}
 	go p.drainStderr()
 	return p, nil

@@ -158,13 +158,14 @@ func loadAdapter(path string) (*Adapter, error) {
 // url, one the case runs itself that the gateway reaches by URL (setting
 // "remote").
 type serverSpec struct {
-	Name   string
-	flags  []string // fakeserver flags beyond the suite's own
-	prefix string   // the gateway's prefix for the server's names, if any (setting "prefix")
-	url    string   // a remote server's URL; "" for one the gateway runs
-	typ    string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
-	limits limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
-	scope  string   // "session": a process of the server per client session (setting "sessionScope")
+	Name      string
+	flags     []string // fakeserver flags beyond the suite's own
+	prefix    string   // the gateway's prefix for the server's names, if any (setting "prefix")
+	url       string   // a remote server's URL; "" for one the gateway runs
+	typ       string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
+	limits    limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
+	noNetwork bool     // the gateway is to run the server without network (setting "noNetwork")
+	scope     string   // "session": a process of the server per client session (setting "sessionScope")
 }
 
 // templateServer is a server as config templates see it.
@@ -176,6 +177,7 @@ type templateServer struct {
 	Prefix      string // the prefix the gateway is to give its names; "" for none
 	URL         string // a remote server's URL (setting "remote"); then Command and Args are empty
 	Type        string // a remote server's transport: "http" or "sse"
+	NoNetwork   bool   // the gateway is to run the server without network
 
 	// The server's limits, when the case sets them: MemoryLimit as
 	// "64MiB" and MemoryLimitBytes; PidsLimit, processes and threads.
@@ -339,6 +341,9 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		if s.scope != "" && !adapter.has("sessionScope") {
 			skip(t, "the adapter has no sessionScope setting (a process of a server per client session)")
 		}
+		if s.noNetwork && !adapter.has("noNetwork") {
+			skip(t, "the adapter has no noNetwork setting")
+		}
 	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
@@ -354,7 +359,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		}
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
-			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix,
+			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork,
 			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids, Scope: s.scope})
 	}
 	set := func(d time.Duration, s *string, ms *int64) {

@@ -275,6 +275,15 @@
 //		wait until answers (default count) of them are answered, or for 30
 //		seconds, and answer "answered A of COUNT: R results, E errors",
 //		followed by "; first error: CODE MESSAGE" if E > 0. Legacy only.
+//	net_probe {address: string}
+//		Dial TCP address, and an address of its own on 127.0.0.1 (for a
+//		sandbox: is loopback up?), each bounded by 3 seconds, and answer
+//		{"dial":R,"loopback":R}, each R "ok" or the error's text.
+//	write_file {path: string, text: string}
+//		Write text to the file at path, created or truncated, and answer
+//		"written" or the error's text.
+//	read_file {path: string}
+//		Answer the contents of the file at path, or the error's text.
 //
 // Answers are results of the form
 //

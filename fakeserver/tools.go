@@ -115,6 +115,7 @@ func (s *server) addTools() {
 		"count":       integer("Number of processes."),
 		"keep_trying": {"boolean", "Try again after a failed start, as a fork bomb does."},
 	}, s.fork)
+	s.addProbes(add)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),
 		"answers": integer("Answers to wait for (default count)."),
