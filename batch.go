@@ -181,7 +181,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 		writeJSONError(w, nil, batchRefusal(version))
 		return
 	}
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v != "" && v != batchVersion {
+	if v := strings.TrimSpace(r.Header.Get(versionHeader)); v != "" && v != batchVersion {
 		writeJSONError(w, nil, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf(
 			"the MCP-Protocol-Version header says %s, and this session negotiated %s; send the session's version", v, batchVersion)})
 		return

@@ -125,7 +125,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A modern POST is checked against its body, which decides its era.
-	if v := r.Header.Get("MCP-Protocol-Version"); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
+	if v := r.Header.Get(versionHeader); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
 		return
@@ -223,7 +223,7 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, r, msg)
 		return
 	}
-	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get("MCP-Protocol-Version"), msg) {
+	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get(versionHeader), msg) {
 		h.serveModernMessage(w, r, msg)
 		return
 	}
@@ -264,13 +264,13 @@ func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte,
 // whose body does not claim the modern era, or writes the error and reports
 // false.
 func checkLegacyVersion(w http.ResponseWriter, r *http.Request, msg *wireMsg) bool {
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
+	if v := strings.TrimSpace(r.Header.Get(versionHeader)); v == modernVersion && msg.ID != nil {
 		// The header claims the modern era, the body does not.
 		writeJSONError(w, msg.ID, &wireError{Code: codeInvalidParams,
 			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)})
 		return false
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+	if v := r.Header.Get(versionHeader); v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
 		return false
