@@ -309,7 +309,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
-		if answer, streamed = h.call(w, r, s.session, in, s.send); streamed {
+		if answer, streamed = h.call(w, r, s.session, in, s.session); streamed {
 			return
 		}
 	} else {
@@ -345,65 +345,95 @@ const relatedBuffer = 256
 // the request first: then the response becomes an event stream that carries
 // them, in order, and then the answer (streamed is true). The stream's
 // writer starts with the first such message, so that a plain call costs no
-// goroutine; after answers, messages go to after (if not nil).
-func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after func([]byte)) (answer *reply, streamed bool) {
-	msg := in.msg
-	var mu sync.Mutex
-	var rel chan []byte     // messages for the stream; made by the first one
-	var wrote chan struct{} // closed when the writer has written them all
-	open := true
-	dropped := 0 // messages dropped for a slow client: logged once, then counted
-	send := func(m []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !open {
-			if after != nil {
-				after(m) // the request has ended: the session's own stream
-			}
-			return
-		}
-		if rel == nil {
-			rel, wrote = make(chan []byte, relatedBuffer), make(chan struct{})
-			go func() {
-				defer close(wrote)
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Header().Set("Cache-Control", "no-cache")
-				w.WriteHeader(http.StatusOK)
-				rc := http.NewResponseController(w)
-				for m := range rel {
-					writeSSE(w, m)
-					rc.Flush()
-				}
-			}()
-		}
-		select {
-		case rel <- m:
-		default:
-			if dropped == 0 {
-				h.log.Warn("dropping messages related to a request: the client reads too slowly", "method", msg.Method)
-			}
-			dropped++
-		}
-	}
-	answer = h.gw.handle(r.Context(), s, in, send)
-	mu.Lock()
-	open = false
-	if dropped > 1 {
-		h.log.Warn("dropped messages related to a request: the client read too slowly", "method", msg.Method, "count", dropped)
-	}
-	mu.Unlock()
-	if rel == nil {
+// goroutine; after answers, messages go to after's own stream (if after is
+// not nil).
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after *session) (answer *reply, streamed bool) {
+	rs := &relatedStream{h: h, w: w, after: after, method: in.msg.Method}
+	answer = h.gw.handle(r.Context(), s, in, rs.send)
+	if !rs.end() {
 		return answer, false
 	}
-	close(rel)
-	<-wrote
 	if answer != nil {
 		io.WriteString(w, "event: message\ndata: ")
 		answer.WriteTo(w)
-		io.WriteString(w, "\n\n")
-		http.NewResponseController(w).Flush()
+		io.WriteString(w, "\n\n") // the handler's return sends it
 	}
 	return nil, true
+}
+
+// relatedStream carries the messages related to one request (see call) to
+// its response, which it turns into an event stream with the first one.
+// Its fields in one value, rather than variables a closure captures, keep
+// a plain call to two allocations here (the value and its send).
+type relatedStream struct {
+	h      *httpFrontEnd
+	w      http.ResponseWriter
+	after  *session // takes messages once the request has ended; may be nil
+	method string   // the request's, for the log
+
+	mu      sync.Mutex
+	rel     chan []byte   // messages for the stream; made by the first one
+	wrote   chan struct{} // closed when the writer has written them all
+	ended   bool          // the request has ended: messages go to after
+	dropped int           // messages dropped for a slow client: logged once, then counted
+}
+
+// send passes m to the stream, starting its writer with the first message.
+// It does not block, and is safe for concurrent use.
+func (rs *relatedStream) send(m []byte) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.ended {
+		if rs.after != nil {
+			rs.after.send(m) // the request has ended: the session's own stream
+		}
+		return
+	}
+	if rs.rel == nil {
+		rs.rel, rs.wrote = make(chan []byte, relatedBuffer), make(chan struct{})
+		go rs.write(rs.rel, rs.wrote)
+	}
+	select {
+	case rs.rel <- m:
+	default:
+		if rs.dropped == 0 {
+			rs.h.log.Warn("dropping messages related to a request: the client reads too slowly", "method", rs.method)
+		}
+		rs.dropped++
+	}
+}
+
+// write writes the messages of rel as events, flushing each, until rel is
+// closed, then closes wrote. end owns it and waits for it.
+func (rs *relatedStream) write(rel <-chan []byte, wrote chan<- struct{}) {
+	defer close(wrote)
+	rs.w.Header().Set("Content-Type", "text/event-stream")
+	rs.w.Header().Set("Cache-Control", "no-cache")
+	rs.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(rs.w)
+	for m := range rel {
+		writeSSE(rs.w, m)
+		rc.Flush()
+	}
+}
+
+// end marks the request ended, waits for the stream's writer, if any, to
+// have written every message, and reports whether the response became a
+// stream.
+func (rs *relatedStream) end() bool {
+	rs.mu.Lock()
+	rs.ended = true
+	if rs.dropped > 1 {
+		rs.h.log.Warn("dropped messages related to a request: the client read too slowly", "method", rs.method, "count", rs.dropped)
+	}
+	rel := rs.rel
+	rs.mu.Unlock()
+	if rel == nil {
+		return false
+	}
+	close(rel)
+	<-rs.wrote
+	return true
 }
 
 // serveModern serves a modern (2026-07-28) request: no session, headers
