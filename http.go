@@ -246,7 +246,7 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 // error and reports false.
 func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	maxBytes := h.gw.config().MaxRequestBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := readBounded(w, r, maxBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +56,103 @@ func TestCallAddsTwoAllocations(t *testing.T) {
 	})
 	if call-handle > 2 {
 		t.Errorf("call allocates %v times a ping, the gateway's handle %v: the front end adds %v, want at most 2", call, handle, call-handle)
+	}
+}
+
+// readBounded reads a body whose length it knows into one buffer, and keeps
+// maxRequestBytes' bound whatever the body declares.
+func TestReadBounded(t *testing.T) {
+	const max = 100
+	tests := []struct {
+		name     string
+		body     string
+		length   int64 // the declared Content-Length; -1: unknown (chunked)
+		want     string
+		tooBig   bool
+		wantFail bool
+		max      int64 // if zero, max
+	}{
+		{name: "a body of its declared length is read whole", body: `{"a":1}`, length: 7, want: `{"a":1}`},
+		{name: "an empty body is read as empty", body: "", length: 0, want: ""},
+		{name: "a body of unknown length is read whole", body: `{"b":2}`, length: -1, want: `{"b":2}`},
+		{name: "a body of exactly maxRequestBytes is read", body: strings.Repeat("x", max), length: max, want: strings.Repeat("x", max)},
+		{name: "a body that declares more than maxRequestBytes is refused", body: strings.Repeat("x", max+1), length: max + 1, tooBig: true},
+		{name: "a body of unknown length over maxRequestBytes is refused", body: strings.Repeat("x", max+1), length: -1, tooBig: true},
+		{name: "a body that declares more than a buffer made in advance is read whole", body: strings.Repeat("y", exactBodyBytes+1), length: exactBodyBytes + 1, want: strings.Repeat("y", exactBodyBytes+1), max: 1 << 20},
+		{name: "a body shorter than its declared length fails", body: "abc", length: 5, wantFail: true},
+		{name: "a body longer than its declared length fails", body: "abcdef", length: 5, wantFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", mcpPath, strings.NewReader(tt.body))
+			r.ContentLength = tt.length
+			got, err := readBounded(httptest.NewRecorder(), r, cmp.Or(tt.max, max))
+			var tooBig *http.MaxBytesError
+			switch {
+			case tt.tooBig:
+				if !errors.As(err, &tooBig) {
+					t.Errorf("readBounded = %q, %v; want a *http.MaxBytesError", got, err)
+				}
+			case tt.wantFail:
+				if err == nil || errors.As(err, &tooBig) {
+					t.Errorf("readBounded = %q, %v; want an error that is not about the size", got, err)
+				}
+			case err != nil || string(got) != tt.want:
+				t.Errorf("readBounded = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// A body that declares its length costs one allocation, its buffer, and is
+// read to its end, which lets net/http notice the client going away.
+func TestReadBoundedAllocatesOnce(t *testing.T) {
+	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`
+	src := strings.NewReader(body)
+	r := httptest.NewRequest("POST", mcpPath, nil)
+	r.Body = io.NopCloser(src)
+	r.ContentLength = int64(len(body))
+	w := httptest.NewRecorder()
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(body)
+		if got, err := readBounded(w, r, 1<<20); err != nil || string(got) != body {
+			t.Fatalf("readBounded = %q, %v; want the body", got, err)
+		}
+		if src.Len() != 0 {
+			t.Fatal("readBounded left bytes unread")
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("readBounded allocates %v times a body, want 1", allocs)
+	}
+}
+
+// Through the front end, a request body over maxRequestBytes gets 413 whether
+// it declares its length or not.
+func TestBodyOverMaxRequestBytes(t *testing.T) {
+	tg := startGateway(t, `{"maxRequestBytes": 1000, "mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":%q}}}`, strings.Repeat("x", 2000))
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = strings.NewReader(big)
+		if chunked {
+			body = io.MultiReader(body) // hides the length: sent chunked
+		}
+		req, _ := http.NewRequest("POST", tg.url, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(data), "maxRequestBytes") {
+			t.Errorf("POST of %d bytes (chunked %v) = %s %s; want 413 naming maxRequestBytes", len(big), chunked, resp.Status, data)
+		}
+	}
+	if m := c.callTool("2", "echo", `{"text":"small"}`); m.Error != nil {
+		t.Errorf("a small call after the refused ones = %+v, want an answer", m.Error)
 	}
 }
