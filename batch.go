@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -207,10 +206,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 		w.WriteHeader(http.StatusAccepted) // every request was cancelled: nothing to answer
 		return
 	}
-	a := batchReply(answers)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(a.len()))
-	a.WriteTo(w)
+	writeAnswer(w, http.StatusOK, batchReply(answers))
 }
 
 // streamBatch answers a batch's requests on an event stream: the messages

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,9 +322,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 		h.endSession(s)
 		w.Header().Del("Mcp-Session-Id")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
-	answer.WriteTo(w)
+	writeAnswer(w, http.StatusOK, answer)
 }
 
 // writeJSONError answers 400 Bad Request with a JSON-RPC error for the
@@ -440,12 +437,7 @@ func (rs *relatedStream) end() bool {
 // that must agree with the body, the answer as JSON or, when the server
 // sends progress first, as an event stream; closing it cancels the request.
 func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
-	answer := func(status int, a *reply) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(a.len()))
-		w.WriteHeader(status)
-		a.WriteTo(w)
-	}
+	answer := func(status int, a *reply) { writeAnswer(w, status, a) }
 	// The headers first: a version in the header that is not the body's is
 	// a mismatch, whatever the version.
 	if werr := checkModernHeaders(r.Header.Get, msg); werr != nil {

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 )
 
 // What the HTTP front ends do on every request, kept to what corral needs:
-// a request body read into one buffer.
+// a request body read into one buffer, and a JSON answer written with its
+// length, so that net/http sends headers and body in one write to the
+// connection, never chunked.
 
 // versionHeader is the name of the MCP-Protocol-Version header in the
 // canonical form net/http keys headers by: Header.Get with any other
@@ -45,4 +48,31 @@ func readBounded(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte
 		return nil, io.ErrUnexpectedEOF
 	}
 	return nil, err
+}
+
+// jsonContentType is the Content-Type header value of a JSON answer. It is
+// never modified: every answer shares it, so that setting it allocates
+// nothing (net/http copies the header when it writes it).
+var jsonContentType = []string{"application/json"}
+
+// chunkingBuffer is how much of a response net/http holds before it sends
+// the headers: a handler that returns having written less gets its
+// Content-Length set by net/http, without allocating.
+const chunkingBuffer = 2048
+
+// writeAnswer answers with status and a JSON message, with its
+// Content-Length: set here for an answer too large for net/http's buffer,
+// else by net/http itself. An answer that fits in the connection's buffer
+// (4 KiB) leaves with its headers in one write when the handler returns; it
+// must not be flushed before.
+func writeAnswer(w http.ResponseWriter, status int, a *reply) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	if n := a.len(); n >= chunkingBuffer {
+		h.Set("Content-Length", strconv.Itoa(n))
+	}
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	a.WriteTo(w)
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -154,5 +156,95 @@ func TestBodyOverMaxRequestBytes(t *testing.T) {
 	}
 	if m := c.callTool("2", "echo", `{"text":"small"}`); m.Error != nil {
 		t.Errorf("a small call after the refused ones = %+v, want an answer", m.Error)
+	}
+}
+
+// headerOnly is a ResponseWriter that keeps its header and discards the
+// rest. Like net/http's, it has WriteString.
+type headerOnly struct{ h http.Header }
+
+func (w headerOnly) Header() http.Header               { return w.h }
+func (w headerOnly) Write(p []byte) (int, error)       { return len(p), nil }
+func (w headerOnly) WriteString(s string) (int, error) { return len(s), nil }
+func (w headerOnly) WriteHeader(int)                   {}
+
+// A small JSON answer leaves its Content-Length to net/http, which sets it
+// without allocating; writeAnswer allocates nothing.
+func TestWriteAnswerAllocatesNothing(t *testing.T) {
+	a := resultReply(json.RawMessage("7"), json.RawMessage(`{"content":[{"type":"text","text":"hello"}]}`))
+	w := headerOnly{h: http.Header{}}
+	allocs := testing.AllocsPerRun(100, func() { writeAnswer(w, http.StatusOK, a) })
+	if allocs != 0 {
+		t.Errorf("writeAnswer allocates %v times a small answer, want 0", allocs)
+	}
+}
+
+// countingListener counts the writes to the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return countingConn{c, l.writes}, err
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A JSON answer carries its Content-Length, never chunked, small or large,
+// and a small one leaves in one write to the connection, headers and body.
+func TestJSONAnswerHasContentLengthInOneWrite(t *testing.T) {
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	srv := newHTTPServer(tg.h, testLogger(t))
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(countingListener{ln, &writes}) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	url := "http://" + ln.Addr().String() + mcpPath
+	c := connect(t, url)
+	for _, tt := range []struct {
+		name, tool, args string
+		oneWrite         bool
+	}{
+		{name: "a small answer", tool: "echo", args: `{"text":"hello"}`, oneWrite: true},
+		{name: "an answer over net/http's buffers", tool: "big", args: `{"bytes":100000}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tt.tool, tt.args)
+				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", accept)
+				req.Header.Set("Mcp-Session-Id", c.sid)
+				before := writes.Load()
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				n := writes.Load() - before
+				if resp.StatusCode != 200 || resp.ContentLength != int64(len(data)) || len(resp.TransferEncoding) > 0 {
+					t.Errorf("Accept %s: %s, Content-Length %d, Transfer-Encoding %v, %d bytes; want 200 with the body's length, not chunked",
+						accept, resp.Status, resp.ContentLength, resp.TransferEncoding, len(data))
+				}
+				if tt.oneWrite && n != 1 {
+					t.Errorf("Accept %s: the answer took %d writes to the connection, want 1", accept, n)
+				}
+			}
+		})
 	}
 }
