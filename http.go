@@ -44,7 +44,7 @@ type httpFrontEnd struct {
 type httpSession struct {
 	id string
 	*session
-	events chan []byte    // messages for the GET stream; dropped when full
+	events chan []byte    // messages for the GET stream, made by eventQueue; dropped when full
 	sse    *sseFrontQueue // set for a legacy SSE session (ssefront.go), which /mcp does not serve
 
 	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
@@ -489,7 +489,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 func (h *httpFrontEnd) newSession() *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	s := &httpSession{id: hex.EncodeToString(b[:]), events: make(chan []byte, sessionEventBuffer), ended: make(chan struct{})}
+	s := &httpSession{id: hex.EncodeToString(b[:]), ended: make(chan struct{})}
 	s.lastUsed.Store(time.Now().UnixNano())
 	h.mu.Lock()
 	if len(h.sessions) >= h.gw.config().MaxSessions {
@@ -500,11 +500,24 @@ func (h *httpFrontEnd) newSession() *httpSession {
 	h.mu.Unlock()
 	s.session = h.gw.newSession(func(msg []byte) {
 		select {
-		case s.events <- msg:
+		case s.eventQueue() <- msg:
 		default:
 		}
 	})
 	return s
+}
+
+// eventQueue returns the queue of messages for the session's GET stream,
+// made with the first message or stream: most sessions never have either,
+// and the queue (sessionEventBuffer messages) would be over half of an idle
+// session's memory. It is safe for concurrent use.
+func (s *httpSession) eventQueue() chan []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		s.events = make(chan []byte, sessionEventBuffer)
+	}
+	return s.events
 }
 
 // expireIdle ends the sessions that, at now, have been idle (no request, no
@@ -612,9 +625,10 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
+	events := s.eventQueue()
 	for {
 		select {
-		case msg := <-s.events:
+		case msg := <-events:
 			if _, err := writeSSE(w, msg); err != nil {
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -246,5 +247,37 @@ func TestJSONAnswerHasContentLengthInOneWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An idle session (opened, never streamed to) holds no queue for a GET
+// stream: the queue is made with the first message or stream, and a
+// message sent before a stream opens still reaches it.
+func TestIdleSessionHoldsNoEventQueue(t *testing.T) {
+	tg := startGateway(t, `{"maxSessions": 3000, "mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	const n = 2000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	sessions := make([]*httpSession, 0, n)
+	before := heap()
+	for range n {
+		sessions = append(sessions, tg.h.newSession())
+	}
+	perSession := float64(heap()-before) / n
+	t.Logf("an idle session: %.0f bytes of heap", perSession)
+	if perSession > 2048 {
+		t.Errorf("an idle session holds %.0f bytes of heap, want at most 2048", perSession)
+	}
+	s := sessions[0]
+	s.send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	if got := <-s.eventQueue(); !strings.Contains(string(got), "list_changed") {
+		t.Errorf("the queue holds %s, want the message sent before it was asked for", got)
+	}
+	for _, s := range sessions {
+		tg.h.endSession(s)
 	}
 }
