@@ -89,9 +89,10 @@ func orDefault(n, def int) int {
 
 // gateway is a running corral.
 type gateway struct {
-	cmd  *exec.Cmd
-	base string // http://127.0.0.1:PORT
-	dir  string
+	cmd    *exec.Cmd
+	base   string       // http://127.0.0.1:PORT
+	dir    string       // its config and its servers' state
+	client *http.Client // with room for many connections to corral
 }
 
 // start writes a config of nServers fakeservers plus extra top-level
@@ -120,7 +121,8 @@ func start(corral, fake string, nServers int, extra string, lifetime time.Durati
 	if extra != "" {
 		fmt.Printf("config: %s\n", strings.TrimPrefix(extra, ", "))
 	}
-	g := &gateway{cmd: exec.Command(corral, "-config", path), base: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
+	g := &gateway{cmd: exec.Command(corral, "-config", path), base: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: time.Minute}}
 	g.cmd.Stderr = io.Discard
 	if err := g.cmd.Start(); err != nil {
 		return nil, err
@@ -264,18 +266,17 @@ func servers(corral, fake string, n int) error {
 		return err
 	}
 	ready := time.Since(t0)
+	cpu := g.metric("process_cpu_seconds_total")
 	time.Sleep(2 * time.Second) // let the start's garbage settle before reading memory
 	pid := g.cmd.Process.Pid
 	total, procs := treeRSS(pid)
-	fmt.Printf("%d servers: all ready %.2f s after corral started\n", n, ready.Seconds())
+	fmt.Printf("%d servers: all ready %.2f s after corral started, which used %.2f s of CPU meanwhile\n", n, ready.Seconds(), cpu)
 	fmt.Printf("corral's VmRSS: %s; with its %d children: %s (%s a server)\n",
 		mib(kib(pid, "VmRSS")), procs-1, mib(total), mib((total-kib(pid, "VmRSS"))/float64(procs-1)))
-	fmt.Printf("corral's goroutines: %.0f, threads: %.0f\n", g.metric("go_goroutines"), kib(pid, "Threads"))
+	fmt.Printf("corral's goroutines: %.0f, threads: %.0f, heap allocated %.1f MiB (uncollected garbage included), memory from the system %.1f MiB\n",
+		g.metric("go_goroutines"), kib(pid, "Threads"), g.metric("go_memstats_alloc_bytes")/(1<<20), g.metric("go_memstats_sys_bytes")/(1<<20))
 	return nil
 }
-
-// client is an HTTP client with room for many connections to corral.
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: time.Minute}
 
 // initialize opens a legacy session and returns its ID.
 func (g *gateway) initialize() (string, error) {
@@ -299,7 +300,7 @@ func (g *gateway) post(sid, body string) (*http.Response, error) {
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
-	return client.Do(req)
+	return g.client.Do(req)
 }
 
 // openSessions opens n sessions, 16 at a time, and returns their IDs.
@@ -332,8 +333,8 @@ func (g *gateway) openSessions(n int) ([]string, error) {
 // settle waits a little and closes the client's idle connections, so that
 // what is measured is the sessions, not connections or the garbage of
 // opening them.
-func settle() {
-	client.CloseIdleConnections()
+func (g *gateway) settle() {
+	g.client.CloseIdleConnections()
 	time.Sleep(2 * time.Second)
 }
 
@@ -350,7 +351,7 @@ func sessions(corral, fake string, n int) error {
 	if _, err := g.openSessions(10); err != nil { // warm up
 		return err
 	}
-	settle()
+	g.settle()
 	pid := g.cmd.Process.Pid
 	rss0, heap0, gr0 := kib(pid, "VmRSS"), g.metric("go_memstats_alloc_bytes"), g.metric("go_goroutines")
 	t0 := time.Now()
@@ -358,7 +359,7 @@ func sessions(corral, fake string, n int) error {
 		return err
 	}
 	took := time.Since(t0)
-	settle()
+	g.settle()
 	rss1, heap1, gr1 := kib(pid, "VmRSS"), g.metric("go_memstats_alloc_bytes"), g.metric("go_goroutines")
 	fmt.Printf("%d idle sessions opened in %.1f s\n", n, took.Seconds())
 	fmt.Printf("corral's VmRSS: %s before, %s after: %.2f KiB a session\n", mib(rss0), mib(rss1), (rss1-rss0)/float64(n))
@@ -381,13 +382,12 @@ func streams(corral, fake string, n int) error {
 	if err != nil {
 		return err
 	}
-	settle()
+	g.settle()
 	pid := g.cmd.Process.Pid
 	rss0, gr0 := kib(pid, "VmRSS"), g.metric("go_goroutines")
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer wg.Wait() // after cancel, which ends every stream
 	defer cancel()
 	streamClient := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
 	opened := make(chan error, n)
