@@ -422,7 +422,9 @@ func streams(corral, fake string, n int) error {
 	return nil
 }
 
-// soak makes rate calls a second for d, sampling every so often.
+// soak makes rate calls a second for d, on at most soakConns connections,
+// sampling every so often. Call i starts at i/rate seconds, or as soon as a
+// connection is free when the calls fall behind.
 func soak(corral, fake string, rate int, d, every time.Duration) error {
 	g, err := start(corral, fake, 1, "", d+5*time.Minute)
 	if err != nil {
@@ -437,34 +439,27 @@ func soak(corral, fake string, rate int, d, every time.Duration) error {
 		return err
 	}
 	sid := ids[0]
+	// A bounded pool, so that corral's goroutines (one a connection) show
+	// its own state, not how many connections the client opened.
+	g.client.CloseIdleConnections()
+	g.client = &http.Client{Transport: &http.Transport{MaxConnsPerHost: soakConns, MaxIdleConnsPerHost: soakConns}, Timeout: time.Minute}
 	pid := g.cmd.Process.Pid
 	var calls, failed atomic.Int64
 	sample := func(at time.Duration) {
-		fmt.Printf("%6.0f s  calls %7d  failed %d  VmRSS %s  goroutines %.0f  threads %.0f  heap %.1f MiB\n",
+		fmt.Printf("%6.0f s  calls %7d  failed %d  VmRSS %s  goroutines %.0f  open fds %.0f  threads %.0f  heap %.1f MiB\n",
 			at.Seconds(), calls.Load(), failed.Load(), mib(kib(pid, "VmRSS")), g.metric("go_goroutines"),
-			kib(pid, "Threads"), g.metric("go_memstats_alloc_bytes")/(1<<20))
+			g.metric("process_open_fds"), kib(pid, "Threads"), g.metric("go_memstats_alloc_bytes")/(1<<20))
 	}
 	t0 := time.Now()
 	sample(0)
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
 	next := every
 	var wg sync.WaitGroup
 	for i := 1; time.Since(t0) < d; i++ {
-		<-tick.C
+		time.Sleep(time.Until(t0.Add(time.Duration(i) * time.Second / time.Duration(rate))))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"s000_echo","arguments":{"text":"hello"}}}`, i)
-			resp, err := g.post(sid, body)
-			if err == nil {
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if !bytes.Contains(data, []byte("hello")) {
-					err = errors.New("no echo")
-				}
-			}
-			if err != nil {
+			if err := g.echo(sid, i); err != nil {
 				failed.Add(1)
 			}
 			calls.Add(1)
@@ -478,6 +473,24 @@ func soak(corral, fake string, rate int, d, every time.Duration) error {
 	sample(time.Since(t0))
 	if failed.Load() > 0 {
 		return fmt.Errorf("%d calls failed", failed.Load())
+	}
+	return nil
+}
+
+// soakConns bounds the soak's connections to corral.
+const soakConns = 16
+
+// echo calls fakeserver's echo tool through corral with request ID id.
+func (g *gateway) echo(sid string, id int) error {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"s000_echo","arguments":{"text":"hello"}}}`, id)
+	resp, err := g.post(sid, body)
+	if err != nil {
+		return err
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(data, []byte("hello")) {
+		return fmt.Errorf("call %d: no echo in %.200s", id, data)
 	}
 	return nil
 }
