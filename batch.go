@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -181,7 +180,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 		writeJSONError(w, nil, batchRefusal(version))
 		return
 	}
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v != "" && v != batchVersion {
+	if v := strings.TrimSpace(r.Header.Get(versionHeader)); v != "" && v != batchVersion {
 		writeJSONError(w, nil, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf(
 			"the MCP-Protocol-Version header says %s, and this session negotiated %s; send the session's version", v, batchVersion)})
 		return
@@ -207,10 +206,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 		w.WriteHeader(http.StatusAccepted) // every request was cancelled: nothing to answer
 		return
 	}
-	a := batchReply(answers)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(a.len()))
-	a.WriteTo(w)
+	writeAnswer(w, http.StatusOK, batchReply(answers))
 }
 
 // streamBatch answers a batch's requests on an event stream: the messages

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +44,7 @@ type httpFrontEnd struct {
 type httpSession struct {
 	id string
 	*session
-	events chan []byte    // messages for the GET stream; dropped when full
+	events chan []byte    // messages for the GET stream, made by eventQueue; dropped when full
 	sse    *sseFrontQueue // set for a legacy SSE session (ssefront.go), which /mcp does not serve
 
 	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
@@ -129,7 +128,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A modern POST is checked against its body, which decides its era.
-	if v := r.Header.Get("MCP-Protocol-Version"); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
+	if v := r.Header.Get(versionHeader); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
 		return
@@ -227,7 +226,7 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		h.serveModern(w, r, msg)
 		return
 	}
-	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get("MCP-Protocol-Version"), msg) {
+	if (msg.ID == nil || msg.Method == "") && claimsModernMessage(r.Header.Get(versionHeader), msg) {
 		h.serveModernMessage(w, r, msg)
 		return
 	}
@@ -250,7 +249,7 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 // error and reports false.
 func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	maxBytes := h.gw.config().MaxRequestBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := readBounded(w, r, maxBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -268,13 +267,13 @@ func (h *httpFrontEnd) readBody(w http.ResponseWriter, r *http.Request) ([]byte,
 // whose body does not claim the modern era, or writes the error and reports
 // false.
 func checkLegacyVersion(w http.ResponseWriter, r *http.Request, msg *wireMsg) bool {
-	if v := strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")); v == modernVersion && msg.ID != nil {
+	if v := strings.TrimSpace(r.Header.Get(versionHeader)); v == modernVersion && msg.ID != nil {
 		// The header claims the modern era, the body does not.
 		writeJSONError(w, msg.ID, &wireError{Code: codeInvalidParams,
 			Message: fmt.Sprintf("a %s request must carry params._meta with %q and %q", modernVersion, metaVersion, metaCaps)})
 		return false
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !supportedVersion(v) {
+	if v := r.Header.Get(versionHeader); v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported MCP-Protocol-Version %q; corral speaks %s", v, strings.Join(allVersions(), ", ")))
 		return false
@@ -313,7 +312,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
-		if answer, streamed = h.call(w, r, s.session, in, s.send); streamed {
+		if answer, streamed = h.call(w, r, s.session, in, s.session); streamed {
 			return
 		}
 	} else {
@@ -327,9 +326,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 		h.endSession(s)
 		w.Header().Del("Mcp-Session-Id")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(answer.len()))
-	answer.WriteTo(w)
+	writeAnswer(w, http.StatusOK, answer)
 }
 
 // writeJSONError answers 400 Bad Request with a JSON-RPC error for the
@@ -349,77 +346,102 @@ const relatedBuffer = 256
 // the request first: then the response becomes an event stream that carries
 // them, in order, and then the answer (streamed is true). The stream's
 // writer starts with the first such message, so that a plain call costs no
-// goroutine; after answers, messages go to after (if not nil).
-func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after func([]byte)) (answer *reply, streamed bool) {
-	msg := in.msg
-	var mu sync.Mutex
-	var rel chan []byte     // messages for the stream; made by the first one
-	var wrote chan struct{} // closed when the writer has written them all
-	open := true
-	dropped := 0 // messages dropped for a slow client: logged once, then counted
-	send := func(m []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !open {
-			if after != nil {
-				after(m) // the request has ended: the session's own stream
-			}
-			return
-		}
-		if rel == nil {
-			rel, wrote = make(chan []byte, relatedBuffer), make(chan struct{})
-			go func() {
-				defer close(wrote)
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Header().Set("Cache-Control", "no-cache")
-				w.WriteHeader(http.StatusOK)
-				rc := http.NewResponseController(w)
-				for m := range rel {
-					writeSSE(w, m)
-					rc.Flush()
-				}
-			}()
-		}
-		select {
-		case rel <- m:
-		default:
-			if dropped == 0 {
-				h.log.Warn("dropping messages related to a request: the client reads too slowly", "method", msg.Method)
-			}
-			dropped++
-		}
-	}
-	answer = h.gw.handle(r.Context(), s, in, send)
-	mu.Lock()
-	open = false
-	if dropped > 1 {
-		h.log.Warn("dropped messages related to a request: the client read too slowly", "method", msg.Method, "count", dropped)
-	}
-	mu.Unlock()
-	if rel == nil {
+// goroutine; after answers, messages go to after's own stream (if after is
+// not nil).
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after *session) (answer *reply, streamed bool) {
+	rs := &relatedStream{h: h, w: w, after: after, method: in.msg.Method}
+	answer = h.gw.handle(r.Context(), s, in, rs.send)
+	if !rs.end() {
 		return answer, false
 	}
-	close(rel)
-	<-wrote
 	if answer != nil {
 		io.WriteString(w, "event: message\ndata: ")
 		answer.WriteTo(w)
-		io.WriteString(w, "\n\n")
-		http.NewResponseController(w).Flush()
+		io.WriteString(w, "\n\n") // the handler's return sends it
 	}
 	return nil, true
+}
+
+// relatedStream carries the messages related to one request (see call) to
+// its response, which it turns into an event stream with the first one.
+// Its fields in one value, rather than variables a closure captures, keep
+// a plain call to two allocations here (the value and its send).
+type relatedStream struct {
+	h      *httpFrontEnd
+	w      http.ResponseWriter
+	after  *session // takes messages once the request has ended; may be nil
+	method string   // the request's, for the log
+
+	mu      sync.Mutex
+	rel     chan []byte   // messages for the stream; made by the first one
+	wrote   chan struct{} // closed when the writer has written them all
+	ended   bool          // the request has ended: messages go to after
+	dropped int           // messages dropped for a slow client: logged once, then counted
+}
+
+// send passes m to the stream, starting its writer with the first message.
+// It does not block, and is safe for concurrent use.
+func (rs *relatedStream) send(m []byte) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.ended {
+		if rs.after != nil {
+			rs.after.send(m) // the request has ended: the session's own stream
+		}
+		return
+	}
+	if rs.rel == nil {
+		rs.rel, rs.wrote = make(chan []byte, relatedBuffer), make(chan struct{})
+		go rs.write(rs.rel, rs.wrote)
+	}
+	select {
+	case rs.rel <- m:
+	default:
+		if rs.dropped == 0 {
+			rs.h.log.Warn("dropping messages related to a request: the client reads too slowly", "method", rs.method)
+		}
+		rs.dropped++
+	}
+}
+
+// write writes the messages of rel as events, flushing each, until rel is
+// closed, then closes wrote. end owns it and waits for it.
+func (rs *relatedStream) write(rel <-chan []byte, wrote chan<- struct{}) {
+	defer close(wrote)
+	rs.w.Header().Set("Content-Type", "text/event-stream")
+	rs.w.Header().Set("Cache-Control", "no-cache")
+	rs.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(rs.w)
+	for m := range rel {
+		writeSSE(rs.w, m)
+		rc.Flush()
+	}
+}
+
+// end marks the request ended, waits for the stream's writer, if any, to
+// have written every message, and reports whether the response became a
+// stream.
+func (rs *relatedStream) end() bool {
+	rs.mu.Lock()
+	rs.ended = true
+	if rs.dropped > 1 {
+		rs.h.log.Warn("dropped messages related to a request: the client read too slowly", "method", rs.method, "count", rs.dropped)
+	}
+	rel := rs.rel
+	rs.mu.Unlock()
+	if rel == nil {
+		return false
+	}
+	close(rel)
+	<-rs.wrote
+	return true
 }
 
 // serveModern serves a modern (2026-07-28) request: no session, headers
 // that must agree with the body, the answer as JSON or, when the server
 // sends progress first, as an event stream; closing it cancels the request.
 func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
-	answer := func(status int, a *reply) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(a.len()))
-		w.WriteHeader(status)
-		a.WriteTo(w)
-	}
+	answer := func(status int, a *reply) { writeAnswer(w, status, a) }
 	// The headers first: a version in the header that is not the body's is
 	// a mismatch, whatever the version.
 	if werr := checkModernHeaders(r.Header.Get, msg); werr != nil {
@@ -471,7 +493,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 func (h *httpFrontEnd) newSession() *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	s := &httpSession{id: hex.EncodeToString(b[:]), events: make(chan []byte, sessionEventBuffer), ended: make(chan struct{})}
+	s := &httpSession{id: hex.EncodeToString(b[:]), ended: make(chan struct{})}
 	s.lastUsed.Store(time.Now().UnixNano())
 	h.mu.Lock()
 	if len(h.sessions) >= h.gw.config().MaxSessions {
@@ -482,11 +504,24 @@ func (h *httpFrontEnd) newSession() *httpSession {
 	h.mu.Unlock()
 	s.session = h.gw.newSession(func(msg []byte) {
 		select {
-		case s.events <- msg:
+		case s.eventQueue() <- msg:
 		default:
 		}
 	})
 	return s
+}
+
+// eventQueue returns the queue of messages for the session's GET stream,
+// made with the first message or stream: most sessions never have either,
+// and the queue (sessionEventBuffer messages) would be over half of an idle
+// session's memory. It is safe for concurrent use.
+func (s *httpSession) eventQueue() chan []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events == nil {
+		s.events = make(chan []byte, sessionEventBuffer)
+	}
+	return s.events
 }
 
 // expireIdle ends the sessions that, at now, have been idle (no request, no
@@ -594,9 +629,10 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
+	events := s.eventQueue()
 	for {
 		select {
-		case msg := <-s.events:
+		case msg := <-events:
 			if _, err := writeSSE(w, msg); err != nil {
 				return
 			}

@@ -132,7 +132,7 @@ func (h *httpFrontEnd) serveModernMessage(w http.ResponseWriter, r *http.Request
 // specification asks (the era has no sessions to end and no GET stream),
 // and reports whether it did.
 func refuseModernGetDelete(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method == http.MethodPost || strings.TrimSpace(r.Header.Get("MCP-Protocol-Version")) != modernVersion {
+	if r.Method == http.MethodPost || strings.TrimSpace(r.Header.Get(versionHeader)) != modernVersion {
 		return false
 	}
 	w.Header().Set("Allow", http.MethodPost)

@@ -74,7 +74,7 @@ func checkModernNotification(get func(string) string, msg *wireMsg) *wireError {
 	if msg.Method == "" {
 		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a %s client sends no JSON-RPC responses: it answers a server's input requests by sending its request again with inputResponses", modernVersion)}
 	}
-	body, header := metaVersionOf(msg.Params), strings.TrimSpace(get("MCP-Protocol-Version"))
+	body, header := metaVersionOf(msg.Params), strings.TrimSpace(get(versionHeader))
 	if body != "" && body != modernVersion {
 		data, _ := json.Marshal(map[string]any{"supported": allVersions(), "requested": body})
 		return &wireError{Code: codeUnsupportedVersion, Message: fmt.Sprintf("unsupported protocol version %q; corral speaks %s", body, strings.Join(allVersions(), ", ")), Data: data}
@@ -401,7 +401,7 @@ func checkModernHeaders(get func(string) string, msg *wireMsg) *wireError {
 	json.Unmarshal(msg.Params, &env)
 	var body string
 	json.Unmarshal(env.Meta[metaVersion], &body)
-	if v := strings.TrimSpace(get("MCP-Protocol-Version")); v != body {
+	if v := strings.TrimSpace(get(versionHeader)); v != body {
 		return mismatch("the MCP-Protocol-Version header is %q, and the body's _meta says %q", v, body)
 	}
 	if v := strings.TrimSpace(get("Mcp-Method")); v != msg.Method {

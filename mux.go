@@ -621,7 +621,7 @@ func (r *reply) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return int64(n), err
 	}
-	m, err = w.Write([]byte{'}'})
+	m, err = io.WriteString(w, "}") // no allocation where w has WriteString
 	return int64(n + m), err
 }
 
