@@ -566,7 +566,7 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions
 	}
-	for _, uri := range g.subscribedURIs(b.name) {
+	for _, uri := range g.subs.resend(b.name, m) {
 		ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
 		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
 			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)

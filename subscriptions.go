@@ -21,10 +21,36 @@ type subKey struct {
 type subscriptions struct {
 	mu    sync.Mutex
 	byKey map[subKey]map[*session]string
+	sent  map[subKey]*mux // the run of its server that was sent the subscription
 }
 
 func newSubscriptions() *subscriptions {
-	return &subscriptions{byKey: map[subKey]map[*session]string{}}
+	return &subscriptions{byKey: map[subKey]map[*session]string{}, sent: map[subKey]*mux{}}
+}
+
+// sentOn records that run is the run of key's server that is sent the
+// subscription, so that run's backendReady does not send it again.
+func (t *subscriptions) sentOn(key subKey, run *mux) {
+	t.mu.Lock()
+	t.sent[key] = run
+	t.mu.Unlock()
+}
+
+// resend returns the server's own URIs of the resources of server that
+// sessions subscribed to and that its run has not been sent yet, sorted,
+// and records them as sent on run.
+func (t *subscriptions) resend(server string, run *mux) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	uris := []string{}
+	for key, subs := range t.byKey {
+		if key.server == server && len(subs) > 0 && t.sent[key] != run {
+			uris = append(uris, key.uri)
+			t.sent[key] = run
+		}
+	}
+	slices.Sort(uris)
+	return uris
 }
 
 // add subscribes s to key under uri, and reports whether s is the first
@@ -47,6 +73,9 @@ func (t *subscriptions) add(key subKey, s *session, uri string) (first bool) {
 func (t *subscriptions) undo(key subKey, s *session) {
 	t.mu.Lock()
 	delete(t.byKey[key], s)
+	if len(t.byKey[key]) == 0 {
+		delete(t.sent, key)
+	}
 	t.mu.Unlock()
 }
 
@@ -64,6 +93,7 @@ func (t *subscriptions) drop(key subKey, s *session) bool {
 		return false
 	}
 	delete(t.byKey, key)
+	delete(t.sent, key)
 	return true
 }
 
@@ -123,6 +153,9 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 		b.resubscribe()
 		return struct{}{}, nil
 	}
+	// The run that will carry the call, unless it ends first: its
+	// backendReady, which may not have run yet, need not send it again.
+	g.subs.sentOn(key, b.currentRun())
 	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
 	defer cancel()
 	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {

@@ -601,6 +601,14 @@ func (b *backend) callInto(ctx context.Context, method string, params json.RawMe
 	return nil
 }
 
+// currentRun returns the mux of the server's current run, the one a call made now
+// goes to once the server is ready; nil before the first start.
+func (b *backend) currentRun() *mux {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mux
+}
+
 // setLogLevel asks the server, if it is ready and takes logging/setLevel,
 // for messages at level and above, unless it was asked for that level
 // already. It does not block: the request is sent on a goroutine that wg

@@ -94,10 +94,7 @@ func (t *taskTable) release(s *session) {
 func (t *taskTable) add(s *session, b *backend, id string, ttl time.Duration, now time.Time) *task {
 	var raw [16]byte
 	rand.Read(raw[:])
-	b.mu.Lock()
-	run := b.mux
-	b.mu.Unlock()
-	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, run: run, s: s}
+	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, run: b.currentRun(), s: s}
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
