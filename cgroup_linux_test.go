@@ -422,8 +422,10 @@ func TestPidsLimitStopsAForkBombInsideTheServer(t *testing.T) {
 			t.Errorf("fork of 200 under a pids limit of 48 answered %q, want fewer started and EAGAIN", got)
 		}
 	}
-	if n := len(liveMarked("-role forked -name fake -state " + tg.dir)); n == 0 || n >= 48 {
-		t.Errorf("%d processes forked under a limit of 48 processes and threads", n)
+	// A Go server may itself die of the limit, when its runtime cannot
+	// start a thread (the call then fails): its forks go with its cgroup.
+	if n := len(liveMarked("-role forked -name fake -state " + tg.dir)); n >= 48 || (msg.Error == nil && n == 0) {
+		t.Errorf("%d processes forked under a limit of 48 processes and threads (call error %+v)", n, msg.Error)
 	}
 }
 
