@@ -30,7 +30,7 @@ type mux struct {
 	// reading goroutine; it must not block. If nil, they get -32601.
 	onRequest func(*wireMsg)
 
-	out    chan []byte   // messages for the server, each with a newline, written by writeLoop alone
+	out    outbox        // messages for the server (muxwrite.go)
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
 
@@ -66,7 +66,7 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		onNotify: onNotify,
 		// Room for every request in flight and a cancellation for each, so
 		// that a cancellation never has to wait for space.
-		out:     make(chan []byte, 2*maxInFlight+16),
+		out:     outbox{max: 2*maxInFlight + 16, kick: make(chan struct{}, 1)},
 		slots:   make(chan struct{}, maxInFlight),
 		pending: make(map[int64]*pendingCall),
 		asked:   make(map[string]*outbound),
@@ -198,13 +198,9 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	m.pending[id] = &pendingCall{answer: answer, rel: rel}
 	m.mu.Unlock()
 
-	select {
-	case m.out <- line:
-	case <-m.done:
-		return nil, m.err
-	case <-ctx.Done():
-		m.forget(id) // never written, so nothing to cancel
-		return nil, ctx.Err()
+	if err := m.put(ctx, line, true); err != nil {
+		m.forget(id) // never queued, so nothing to cancel
+		return nil, err
 	}
 
 	select {
@@ -300,9 +296,7 @@ func (m *mux) cancel(id int64, why error) {
 		Reason    string `json:"reason"`
 	}{id, reason})
 	line, _ := encodeNotification("notifications/cancelled", params)
-	select {
-	case m.out <- line:
-	default:
+	if m.put(context.Background(), line, false) == errOutboxFull {
 		m.log.Warn("stdin queue full; dropping cancellation", "id", id)
 	}
 }
@@ -314,14 +308,7 @@ func (m *mux) Notify(ctx context.Context, method string, params json.RawMessage)
 	if err != nil {
 		return err
 	}
-	select {
-	case m.out <- line:
-		return nil
-	case <-m.done:
-		return m.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return m.put(ctx, line, true)
 }
 
 // ask records o, a request of the server's passed on to a client, until it
@@ -374,22 +361,6 @@ func (m *mux) inFlight() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.pending)
-}
-
-// writeLoop writes queued messages to c, one at a time, until the mux
-// closes or a write fails, which closes the mux.
-func (m *mux) writeLoop(c msgConn) {
-	for {
-		select {
-		case line := <-m.out:
-			if err := c.WriteMessage(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
-				m.close(unavailable("server %q stopped reading its stdin: %v", m.name, err))
-				return
-			}
-		case <-m.done:
-			return
-		}
-	}
 }
 
 // readLoop reads the server's messages from c until the connection is over,
@@ -519,9 +490,7 @@ func (m *mux) answer(id json.RawMessage, r *reply) {
 	var line bytes.Buffer
 	r.WriteTo(&line)
 	line.WriteByte('\n')
-	select {
-	case m.out <- line.Bytes():
-	default:
+	if m.put(context.Background(), line.Bytes(), false) == errOutboxFull {
 		m.warn("stdin queue full; dropping an answer to the server's request", "id", truncate(id, 50))
 	}
 }
@@ -532,9 +501,7 @@ func (m *mux) notifyNow(method string, params json.RawMessage) {
 	if err != nil {
 		return
 	}
-	select {
-	case m.out <- line:
-	default:
+	if m.put(context.Background(), line, false) == errOutboxFull {
 		m.log.Warn("stdin queue full; dropping a notification to the server", "method", method)
 	}
 }
