@@ -330,12 +330,15 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 		return nil, &wireError{Code: codeInvalidRequest, Message: "JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message at a time"}
 	}
 	var msg wireMsg
-	if err := json.Unmarshal(data, &msg); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return nil, &wireError{Code: codeInvalidRequest, Message: "invalid JSON-RPC message: " + err.Error()}
+	if !scanMessage(data, &msg) { // not the plain form: decoded whole
+		msg = wireMsg{}
+		if err := json.Unmarshal(data, &msg); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				return nil, &wireError{Code: codeInvalidRequest, Message: "invalid JSON-RPC message: " + err.Error()}
+			}
+			return nil, &wireError{Code: codeParseError, Message: "invalid JSON: " + err.Error()}
 		}
-		return nil, &wireError{Code: codeParseError, Message: "invalid JSON: " + err.Error()}
 	}
 	if msg.JSONRPC != "2.0" {
 		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: "jsonrpc" must be "2.0"`}
@@ -436,20 +439,12 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
 func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-		Ref  struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"ref"`
-		Meta struct {
-			Token json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil {
-		return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
+	var p routing
+	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
+		p = routing{}
+		if err := json.Unmarshal(msg.Params, &p); err != nil {
+			return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
+		}
 	}
 	token := p.Meta.Token
 	if string(token) == "null" {

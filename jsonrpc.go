@@ -72,17 +72,21 @@ func decodeServerLine(line []byte) (*wireMsg, error) {
 	}
 	var msg wireMsg
 	var err error
-	members(line, func(key string, value []byte) {
+	rawMembers(line, func(key, value []byte) {
 		if err != nil {
 			return
 		}
-		switch key {
+		switch string(key) {
 		case "jsonrpc":
-			err = json.Unmarshal(value, &msg.JSONRPC)
+			if !plainString(value, &msg.JSONRPC) {
+				err = json.Unmarshal(value, &msg.JSONRPC)
+			}
 		case "id":
 			msg.ID = json.RawMessage(value)
 		case "method":
-			err = json.Unmarshal(value, &msg.Method)
+			if !plainString(value, &msg.Method) {
+				err = json.Unmarshal(value, &msg.Method)
+			}
 		case "params":
 			msg.Params = json.RawMessage(value)
 		case "result":

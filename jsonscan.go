@@ -14,6 +14,12 @@ import (
 // object in data, which must be valid JSON; it does nothing if data is not
 // an object. Member names with escapes are passed as written.
 func members(data []byte, f func(key string, value []byte)) {
+	rawMembers(data, func(key, value []byte) { f(string(key), value) })
+}
+
+// rawMembers is members with each name as the slice of data it is, for
+// callers that compare names without making strings of them.
+func rawMembers(data []byte, f func(key, value []byte)) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return
@@ -25,7 +31,7 @@ func members(data []byte, f func(key string, value []byte)) {
 			return // '}' or the end
 		}
 		end := skipString(data, i)
-		key := string(data[i+1 : end-1])
+		key := data[i+1 : end-1]
 		i = skipSpace(data, end)
 		i = skipSpace(data, i+1) // past ':'
 		start := i
