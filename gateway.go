@@ -485,9 +485,12 @@ func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType,
 // not nil) and its requests to the client while it is in flight go to send.
 // How it waits for the answer is the request's era's (eraRules.forward).
 func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
-	rel := &related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}
-	f := &forwarding{in: in, b: b, params: params, rel: rel, timeout: g.config().requestTimeout(b.cfg)}
-	return in.rules.forward(ctx, g, f)
+	c := &struct { // one allocation for the two
+		f   forwarding
+		rel related
+	}{rel: related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}}
+	c.f = forwarding{in: in, b: b, params: params, rel: &c.rel, timeout: g.config().requestTimeout(b.cfg)}
+	return in.rules.forward(ctx, g, &c.f)
 }
 
 // answerReply returns the answer to a forwarded request: the server's,

@@ -49,6 +49,9 @@ type mux struct {
 	// sessions or corral's log.
 	notes, logs perSecond
 
+	calls sync.Pool // of free *pendingCall, with their channels
+	lines sync.Pool // of free *[]byte, to encode requests in
+
 	mu      sync.Mutex
 	pending map[int64]*pendingCall // by the ID sent to the server
 	asked   map[string]*outbound   // the server's requests waiting for a client, by the server's ID
@@ -89,7 +92,8 @@ func (m *mux) speakModern(translate eraTranslator) {
 	m.modern.Store(true)
 }
 
-// pendingCall is a request waiting for its answer.
+// pendingCall is a request waiting for its answer. An answer is sent to
+// answer only under mu, by whoever removes the call from pending.
 type pendingCall struct {
 	answer chan *wireMsg // holds the one answer
 	rel    *related      // nil for corral's own requests
@@ -185,39 +189,86 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	if rel != nil && rel.token != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
 	}
-	line, err := encodeRequest(id, method, params)
+	lp := m.lineBuf()
+	line, err := appendRequest((*lp)[:0], id, method, params)
 	if err != nil {
 		return nil, err
 	}
-	answer := make(chan *wireMsg, 1)
+	pc := m.newPending(rel)
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
 		return nil, m.err
 	}
-	m.pending[id] = &pendingCall{answer: answer, rel: rel}
+	m.pending[id] = pc
 	m.mu.Unlock()
 
-	if err := m.put(ctx, line, true); err != nil {
+	err = m.put(ctx, line, true)
+	m.freeLineBuf(lp, line)
+	if err != nil {
 		m.forget(id) // never queued, so nothing to cancel
+		m.freePending(pc)
 		return nil, err
 	}
 
 	select {
-	case a := <-answer:
+	case a := <-pc.answer:
+		m.freePending(pc)
 		return a, nil
 	case <-m.done:
 		select {
-		case a := <-answer: // it came just before the end
+		case a := <-pc.answer: // it came just before the end
+			m.freePending(pc)
 			return a, nil
 		default:
+			m.freePending(pc)
 			return nil, m.err
 		}
 	case <-ctx.Done():
 		if m.forget(id) && method != "initialize" {
 			m.cancel(id, context.Cause(ctx))
 		}
+		m.freePending(pc)
 		return nil, ctx.Err()
+	}
+}
+
+// newPending returns a pendingCall for a request made for rel, with an
+// empty answer channel, reused when one is free.
+func (m *mux) newPending(rel *related) *pendingCall {
+	pc, _ := m.calls.Get().(*pendingCall)
+	if pc == nil {
+		pc = &pendingCall{answer: make(chan *wireMsg, 1)}
+	}
+	pc.rel = rel
+	return pc
+}
+
+// freePending makes pc, no longer pending (no answer can be sent to it
+// any more), free for reuse. An answer sent to it before it was forgotten
+// is dropped.
+func (m *mux) freePending(pc *pendingCall) {
+	select {
+	case <-pc.answer:
+	default:
+	}
+	pc.rel = nil
+	m.calls.Put(pc)
+}
+
+// lineBuf returns a buffer to encode a message in; freeLineBuf takes it
+// back with the line encoded in it, once put has copied the line.
+func (m *mux) lineBuf() *[]byte {
+	if lp, _ := m.lines.Get().(*[]byte); lp != nil {
+		return lp
+	}
+	return new([]byte)
+}
+
+func (m *mux) freeLineBuf(lp *[]byte, line []byte) {
+	if cap(line) <= maxSpareBytes {
+		*lp = line[:0]
+		m.lines.Put(lp)
 	}
 }
 
@@ -427,7 +478,7 @@ func (m *mux) dispatch(line []byte) {
 
 // deliver hands an answer to the caller waiting for it.
 func (m *mux) deliver(msg *wireMsg) {
-	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	id, isInt := sentID(msg.ID)
 	m.mu.Lock()
 	pc, ok := m.pending[id]
 	delete(m.pending, id)
@@ -437,7 +488,7 @@ func (m *mux) deliver(msg *wireMsg) {
 	m.mu.Unlock()
 	switch {
 	case ok:
-	case err != nil || id <= 0 || id > m.nextID.Load():
+	case !isInt || id <= 0 || id > m.nextID.Load():
 		m.warn("dropping an answer with an ID corral never sent", "id", truncate(msg.ID, 50))
 	default:
 		// A late answer to a request that timed out or was cancelled, or a
@@ -553,15 +604,17 @@ type reply struct {
 	head   []byte // the message up to its result, or the whole message
 	result []byte // if not nil, written after head and followed by "}"
 	code   int    // the error code of an error answer
+	small  [48]byte
 }
 
 // resultReply returns the answer to request id with a result.
 func resultReply(id, result json.RawMessage) *reply {
-	head := make([]byte, 0, len(id)+32)
+	r := &reply{result: result}
+	head := r.small[:0] // one allocation for a short ID, not two
 	head = append(head, `{"jsonrpc":"2.0","id":`...)
 	head = append(head, id...)
-	head = append(head, `,"result":`...)
-	return &reply{head: head, result: result}
+	r.head = append(head, `,"result":`...)
+	return r
 }
 
 // errorReply returns the answer to request id (null if empty) with an error.

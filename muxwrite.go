@@ -67,8 +67,8 @@ type lineWriter interface {
 // writes it out at once if no one else is writing and the connection takes
 // it. When the queue is full it waits for room if wait is set (until ctx
 // ends or the mux closes), else it fails with errOutboxFull. It fails with
-// the mux's error once the mux has closed. The caller must not change line
-// afterwards.
+// the mux's error once the mux has closed. put keeps a copy of line: the
+// caller may reuse it once put returns.
 func (m *mux) put(ctx context.Context, line []byte, wait bool) error {
 	select {
 	case <-m.done:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -255,5 +256,68 @@ func TestMuxRestOfAPartialWriteGoesFirst(t *testing.T) {
 	w.mu.Unlock()
 	if got != "first line\nsecond\n" {
 		t.Errorf("the stream got %q, want %q", got, "first line\nsecond\n")
+	}
+}
+
+// TestMuxReusedCallNeverGetsAnEarlierAnswer: calls are cancelled while
+// their answers arrive, and the next call, which may reuse the cancelled
+// one's pendingCall, gets its own answer, never the late one.
+func TestMuxReusedCallNeverGetsAnEarlierAnswer(t *testing.T) {
+	m, stdin, stdout := newPipeMux(t, 4)
+	go func() {
+		br := bufio.NewReader(stdin)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var msg wireMsg
+			if json.Unmarshal(line, &msg) != nil || msg.ID == nil {
+				continue // a cancellation
+			}
+			io.WriteString(stdout, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":`+string(msg.Params)+"}\n")
+		}
+	}()
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(t.Context())
+		late := make(chan struct{})
+		go func() { defer close(late); m.Call(ctx, "tools/call", json.RawMessage(`{"n":-1}`)) }()
+		if i%3 != 0 {
+			runtime.Gosched()
+		}
+		cancel()
+		<-late
+		a, err := m.Call(t.Context(), "tools/call", json.RawMessage(`{"n":`+strconv.Itoa(i)+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"n":` + strconv.Itoa(i) + `}`; string(a.Result) != want {
+			t.Fatalf("call %d got the answer %s, want %s", i, a.Result, want)
+		}
+	}
+}
+
+func TestSentIDReadsWhatParseIntReads(t *testing.T) {
+	for _, raw := range []string{"1", "0", "-0", "007", "-12", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775807", "99999999999999999999", "", "-", "1.0", "1e3", `"1"`, "+1", " 1", "12a"} {
+		got, ok := sentID([]byte(raw))
+		want, err := strconv.ParseInt(raw, 10, 64)
+		if raw == "+1" { // never in JSON: sentID need not read it
+			want, err = 0, errors.New("not JSON")
+		}
+		if ok != (err == nil) || ok && got != want {
+			t.Errorf("sentID(%q) = %d, %v; strconv.ParseInt says %d, %v", raw, got, ok, want, err)
+		}
+	}
+}
+
+func TestResultReplyWithALongIDIsWhole(t *testing.T) {
+	for _, id := range []string{`1`, `"` + strings.Repeat("i", 100) + `"`} {
+		var b strings.Builder
+		r := resultReply(json.RawMessage(id), json.RawMessage(`{"x":1}`))
+		r.WriteTo(&b)
+		if want := `{"jsonrpc":"2.0","id":` + id + `,"result":{"x":1}}`; b.String() != want || r.len() != len(want) {
+			t.Errorf("resultReply(%s) wrote %s (len %d), want %s", id, b.String(), r.len(), want)
+		}
 	}
 }
