@@ -10,7 +10,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 )
 
 // scanMessage reads data, a client's message, into msg as
@@ -28,7 +27,7 @@ func scanMessage(data []byte, msg *wireMsg) bool {
 		case "jsonrpc":
 			ok = ok && plainString(value, &msg.JSONRPC)
 		case "method":
-			ok = ok && plainString(value, &msg.Method)
+			ok = ok && plainMethod(value, &msg.Method)
 		case "id":
 			msg.ID = json.RawMessage(value)
 		case "params":
@@ -104,29 +103,22 @@ func scanToken(meta []byte, token *json.RawMessage) bool {
 	return ok
 }
 
-// plainString sets *s to value, a JSON string without escapes in valid
-// UTF-8, and reports true; null leaves *s as it is, as encoding/json does.
-// Anything else reports false.
-func plainString(value []byte, s *string) bool {
-	if string(value) == "null" {
-		return true
+// plainMethod is plainString for a method's name: the table's names are
+// not copied.
+func plainMethod(value []byte, s *string) bool {
+	if len(value) >= 2 && value[0] == '"' {
+		if name, ok := methodNames[string(value[1:len(value)-1])]; ok {
+			*s = name
+			return true
+		}
 	}
-	if len(value) < 2 || value[0] != '"' || bytes.IndexByte(value, '\\') >= 0 || !utf8.Valid(value) {
-		return false
-	}
-	raw := value[1 : len(value)-1]
-	if known, ok := knownStrings[string(raw)]; ok {
-		*s = known // no copy of what every message says
-	} else {
-		*s = string(raw)
-	}
-	return true
+	return plainString(value, s)
 }
 
-// knownStrings holds the strings messages hold most: "2.0" and the
-// methods' names. It is never changed.
-var knownStrings = func() map[string]string {
-	m := map[string]string{"2.0": "2.0"}
+// methodNames holds the names of the table's methods, each as its own
+// value. It is never changed.
+var methodNames = func() map[string]string {
+	m := make(map[string]string, len(methods))
 	for name := range methods {
 		m[name] = name
 	}

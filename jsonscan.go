@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"unicode/utf8"
 )
 
 // members calls f with the name and raw value of each member of the JSON
@@ -43,6 +44,24 @@ func rawMembers(data []byte, f func(key, value []byte)) {
 		}
 		i++
 	}
+}
+
+// plainString sets *s to value, a JSON string without escapes in valid
+// UTF-8, and reports true; null leaves *s as it is, as encoding/json does.
+// Anything else reports false: the caller decodes it with encoding/json.
+func plainString(value []byte, s *string) bool {
+	if string(value) == "null" {
+		return true
+	}
+	if len(value) < 2 || value[0] != '"' || bytes.IndexByte(value, '\\') >= 0 || !utf8.Valid(value) {
+		return false
+	}
+	if raw := value[1 : len(value)-1]; string(raw) == "2.0" {
+		*s = "2.0" // what every message's "jsonrpc" says: not copied
+	} else {
+		*s = string(raw)
+	}
+	return true
 }
 
 func skipSpace(data []byte, i int) int {
