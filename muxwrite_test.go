@@ -321,3 +321,26 @@ func TestResultReplyWithALongIDIsWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestMuxCallToAServerWhoseStdinIsClosedFails: a caller's write to a pipe
+// nobody reads any more (the server exited) fails the mux with the write's
+// error, EPIPE, not the process with SIGPIPE. No writeLoop runs: the caller
+// writes.
+func TestMuxCallToAServerWhoseStdinIsClosedFails(t *testing.T) {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdinW.Close()
+	stdinR.Close()
+	conn := newLineConn(strings.NewReader(""), stdinW, 1<<20, nil)
+	if !conn.canTry() {
+		t.Skip("an OS pipe is not in non-blocking mode here: callers cannot write to it themselves")
+	}
+	m := newMux("test", 4, slog.New(slog.DiscardHandler), nil)
+	m.out.conn, m.out.fast = conn, true // what writeLoop does first
+	_, err = m.Call(t.Context(), "ping", nil)
+	if err == nil || !strings.Contains(err.Error(), "stopped reading its stdin") || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("a call to a server whose stdin is closed = %v, want the mux closed for a broken pipe", err)
+	}
+}
