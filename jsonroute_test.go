@@ -89,6 +89,9 @@ func checkScans(t *testing.T, data []byte) {
 // read without encoding/json's decoding: the message is its one
 // allocation, and routing reads its params without any.
 func TestDecodingAToolsCallAllocatesOnlyTheMessage(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool, which encoding/json.Valid uses, drop items: allocations cannot be counted")
+	}
 	data := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"progressToken":1}}}`)
 	if n := testing.AllocsPerRun(100, func() { decodeMessage(data) }); n > 1 {
 		t.Errorf("decodeMessage of a tools/call allocates %v times, want 1", n)
