@@ -356,12 +356,15 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 		return nil, &wireError{Code: codeInvalidRequest, Message: "JSON-RPC batches are not supported (MCP removed them in 2025-06-18); send one message at a time"}
 	}
 	var msg wireMsg
-	if err := json.Unmarshal(data, &msg); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return nil, &wireError{Code: codeInvalidRequest, Message: "invalid JSON-RPC message: " + err.Error()}
+	if !scanMessage(data, &msg) { // not the plain form: decoded whole
+		msg = wireMsg{}
+		if err := json.Unmarshal(data, &msg); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				return nil, &wireError{Code: codeInvalidRequest, Message: "invalid JSON-RPC message: " + err.Error()}
+			}
+			return nil, &wireError{Code: codeParseError, Message: "invalid JSON: " + err.Error()}
 		}
-		return nil, &wireError{Code: codeParseError, Message: "invalid JSON: " + err.Error()}
 	}
 	if msg.JSONRPC != "2.0" {
 		return &msg, &wireError{Code: codeInvalidRequest, Message: `invalid JSON-RPC message: "jsonrpc" must be "2.0"`}
@@ -462,20 +465,12 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
 func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-		Ref  struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"ref"`
-		Meta struct {
-			Token json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil {
-		return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
+	var p routing
+	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
+		p = routing{}
+		if err := json.Unmarshal(msg.Params, &p); err != nil {
+			return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
+		}
 	}
 	token := p.Meta.Token
 	if string(token) == "null" {
@@ -516,9 +511,12 @@ func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType,
 // not nil) and its requests to the client while it is in flight go to send.
 // How it waits for the answer is the request's era's (eraRules.forward).
 func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
-	rel := &related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}
-	f := &forwarding{in: in, b: b, params: params, rel: rel, timeout: g.config().requestTimeout(b.cfg)}
-	return in.rules.forward(ctx, g, f)
+	c := &struct { // one allocation for the two
+		f   forwarding
+		rel related
+	}{rel: related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}}
+	c.f = forwarding{in: in, b: b, params: params, rel: &c.rel, timeout: g.config().requestTimeout(b.cfg)}
+	return in.rules.forward(ctx, g, &c.f)
 }
 
 // answerReply returns the answer to a forwarded request: the server's,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -72,17 +73,21 @@ func decodeServerLine(line []byte) (*wireMsg, error) {
 	}
 	var msg wireMsg
 	var err error
-	members(line, func(key string, value []byte) {
+	rawMembers(line, func(key, value []byte) {
 		if err != nil {
 			return
 		}
-		switch key {
+		switch string(key) {
 		case "jsonrpc":
-			err = json.Unmarshal(value, &msg.JSONRPC)
+			if !plainString(value, &msg.JSONRPC) {
+				err = json.Unmarshal(value, &msg.JSONRPC)
+			}
 		case "id":
 			msg.ID = json.RawMessage(value)
 		case "method":
-			err = json.Unmarshal(value, &msg.Method)
+			if !plainString(value, &msg.Method) {
+				err = json.Unmarshal(value, &msg.Method)
+			}
 		case "params":
 			msg.Params = json.RawMessage(value)
 		case "result":
@@ -104,7 +109,11 @@ func decodeServerLine(line []byte) (*wireMsg, error) {
 // encodeRequest returns a request line, with its newline, for the server.
 // The params are made compact: a newline inside would end the line.
 func encodeRequest(id int64, method string, params json.RawMessage) ([]byte, error) {
-	b := make([]byte, 0, len(params)+len(method)+64)
+	return appendRequest(make([]byte, 0, len(params)+len(method)+64), id, method, params)
+}
+
+// appendRequest appends the request line encodeRequest returns to b.
+func appendRequest(b []byte, id int64, method string, params json.RawMessage) ([]byte, error) {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = strconv.AppendInt(b, id, 10)
 	return appendMethodParams(b, method, params)
@@ -147,6 +156,33 @@ func encodeErrorResponse(id json.RawMessage, e *wireError) []byte {
 	b = append(b, `,"error":`...)
 	b = append(b, eb...)
 	return append(b, '}')
+}
+
+// sentID returns the ID raw, an ID corral sent to a server (a decimal
+// int64, see mux.CallFor), and whether raw is one: what strconv.ParseInt
+// does, without making a string of raw.
+func sentID(raw []byte) (int64, bool) {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if n > math.MaxInt64 {
+		return 0, false // a negative ID is never one corral sent, so -2^63 need not parse
+	}
+	if len(digits) < len(raw) {
+		return -int64(n), true
+	}
+	return int64(n), true
 }
 
 // truncate returns at most n bytes of b as a string, for logs.

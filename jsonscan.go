@@ -8,12 +8,19 @@ package main
 import (
 	"bytes"
 	"errors"
+	"unicode/utf8"
 )
 
 // members calls f with the name and raw value of each member of the JSON
 // object in data, which must be valid JSON; it does nothing if data is not
 // an object. Member names with escapes are passed as written.
 func members(data []byte, f func(key string, value []byte)) {
+	rawMembers(data, func(key, value []byte) { f(string(key), value) })
+}
+
+// rawMembers is members with each name as the slice of data it is, for
+// callers that compare names without making strings of them.
+func rawMembers(data []byte, f func(key, value []byte)) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return
@@ -25,7 +32,7 @@ func members(data []byte, f func(key string, value []byte)) {
 			return // '}' or the end
 		}
 		end := skipString(data, i)
-		key := string(data[i+1 : end-1])
+		key := data[i+1 : end-1]
 		i = skipSpace(data, end)
 		i = skipSpace(data, i+1) // past ':'
 		start := i
@@ -37,6 +44,24 @@ func members(data []byte, f func(key string, value []byte)) {
 		}
 		i++
 	}
+}
+
+// plainString sets *s to value, a JSON string without escapes in valid
+// UTF-8, and reports true; null leaves *s as it is, as encoding/json does.
+// Anything else reports false: the caller decodes it with encoding/json.
+func plainString(value []byte, s *string) bool {
+	if string(value) == "null" {
+		return true
+	}
+	if len(value) < 2 || value[0] != '"' || bytes.IndexByte(value, '\\') >= 0 || !utf8.Valid(value) {
+		return false
+	}
+	if raw := value[1 : len(value)-1]; string(raw) == "2.0" {
+		*s = "2.0" // what every message's "jsonrpc" says: not copied
+	} else {
+		*s = string(raw)
+	}
+	return true
 }
 
 func skipSpace(data []byte, i int) int {

@@ -30,7 +30,7 @@ type mux struct {
 	// reading goroutine; it must not block. If nil, they get -32601.
 	onRequest func(*wireMsg)
 
-	out    chan []byte   // messages for the server, each with a newline, written by writeLoop alone
+	out    outbox        // messages for the server (muxwrite.go)
 	slots  chan struct{} // one token per request in flight
 	nextID atomic.Int64
 
@@ -49,6 +49,9 @@ type mux struct {
 	// sessions or corral's log.
 	notes, logs perSecond
 
+	calls sync.Pool // of free *pendingCall, with their channels
+	lines sync.Pool // of free *[]byte, to encode requests in
+
 	mu      sync.Mutex
 	pending map[int64]*pendingCall // by the ID sent to the server
 	asked   map[string]*outbound   // the server's requests waiting for a client, by the server's ID
@@ -66,7 +69,7 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		onNotify: onNotify,
 		// Room for every request in flight and a cancellation for each, so
 		// that a cancellation never has to wait for space.
-		out:     make(chan []byte, 2*maxInFlight+16),
+		out:     outbox{max: 2*maxInFlight + 16, kick: make(chan struct{}, 1)},
 		slots:   make(chan struct{}, maxInFlight),
 		pending: make(map[int64]*pendingCall),
 		asked:   make(map[string]*outbound),
@@ -89,7 +92,8 @@ func (m *mux) speakModern(translate eraTranslator) {
 	m.modern.Store(true)
 }
 
-// pendingCall is a request waiting for its answer.
+// pendingCall is a request waiting for its answer. An answer is sent to
+// answer only under mu, by whoever removes the call from pending.
 type pendingCall struct {
 	answer chan *wireMsg // holds the one answer
 	rel    *related      // nil for corral's own requests
@@ -185,43 +189,86 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	if rel != nil && rel.token != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
 	}
-	line, err := encodeRequest(id, method, params)
+	lp := m.lineBuf()
+	line, err := appendRequest((*lp)[:0], id, method, params)
 	if err != nil {
 		return nil, err
 	}
-	answer := make(chan *wireMsg, 1)
+	pc := m.newPending(rel)
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
 		return nil, m.err
 	}
-	m.pending[id] = &pendingCall{answer: answer, rel: rel}
+	m.pending[id] = pc
 	m.mu.Unlock()
 
-	select {
-	case m.out <- line:
-	case <-m.done:
-		return nil, m.err
-	case <-ctx.Done():
-		m.forget(id) // never written, so nothing to cancel
-		return nil, ctx.Err()
+	err = m.put(ctx, line, true)
+	m.freeLineBuf(lp, line)
+	if err != nil {
+		m.forget(id) // never queued, so nothing to cancel
+		m.freePending(pc)
+		return nil, err
 	}
 
 	select {
-	case a := <-answer:
+	case a := <-pc.answer:
+		m.freePending(pc)
 		return a, nil
 	case <-m.done:
 		select {
-		case a := <-answer: // it came just before the end
+		case a := <-pc.answer: // it came just before the end
+			m.freePending(pc)
 			return a, nil
 		default:
+			m.freePending(pc)
 			return nil, m.err
 		}
 	case <-ctx.Done():
 		if m.forget(id) && method != "initialize" {
 			m.cancel(id, context.Cause(ctx))
 		}
+		m.freePending(pc)
 		return nil, ctx.Err()
+	}
+}
+
+// newPending returns a pendingCall for a request made for rel, with an
+// empty answer channel, reused when one is free.
+func (m *mux) newPending(rel *related) *pendingCall {
+	pc, _ := m.calls.Get().(*pendingCall)
+	if pc == nil {
+		pc = &pendingCall{answer: make(chan *wireMsg, 1)}
+	}
+	pc.rel = rel
+	return pc
+}
+
+// freePending makes pc, no longer pending (no answer can be sent to it
+// any more), free for reuse. An answer sent to it before it was forgotten
+// is dropped.
+func (m *mux) freePending(pc *pendingCall) {
+	select {
+	case <-pc.answer:
+	default:
+	}
+	pc.rel = nil
+	m.calls.Put(pc)
+}
+
+// lineBuf returns a buffer to encode a message in; freeLineBuf takes it
+// back with the line encoded in it, once put has copied the line.
+func (m *mux) lineBuf() *[]byte {
+	if lp, _ := m.lines.Get().(*[]byte); lp != nil {
+		return lp
+	}
+	return new([]byte)
+}
+
+func (m *mux) freeLineBuf(lp *[]byte, line []byte) {
+	if cap(line) <= maxSpareBytes {
+		*lp = line[:0]
+		m.lines.Put(lp)
 	}
 }
 
@@ -300,9 +347,7 @@ func (m *mux) cancel(id int64, why error) {
 		Reason    string `json:"reason"`
 	}{id, reason})
 	line, _ := encodeNotification("notifications/cancelled", params)
-	select {
-	case m.out <- line:
-	default:
+	if m.put(context.Background(), line, false) == errOutboxFull {
 		m.log.Warn("stdin queue full; dropping cancellation", "id", id)
 	}
 }
@@ -314,14 +359,7 @@ func (m *mux) Notify(ctx context.Context, method string, params json.RawMessage)
 	if err != nil {
 		return err
 	}
-	select {
-	case m.out <- line:
-		return nil
-	case <-m.done:
-		return m.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return m.put(ctx, line, true)
 }
 
 // ask records o, a request of the server's passed on to a client, until it
@@ -374,22 +412,6 @@ func (m *mux) inFlight() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.pending)
-}
-
-// writeLoop writes queued messages to c, one at a time, until the mux
-// closes or a write fails, which closes the mux.
-func (m *mux) writeLoop(c msgConn) {
-	for {
-		select {
-		case line := <-m.out:
-			if err := c.WriteMessage(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
-				m.close(unavailable("server %q stopped reading its stdin: %v", m.name, err))
-				return
-			}
-		case <-m.done:
-			return
-		}
-	}
 }
 
 // readLoop reads the server's messages from c until the connection is over,
@@ -456,7 +478,7 @@ func (m *mux) dispatch(line []byte) {
 
 // deliver hands an answer to the caller waiting for it.
 func (m *mux) deliver(msg *wireMsg) {
-	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	id, isInt := sentID(msg.ID)
 	m.mu.Lock()
 	pc, ok := m.pending[id]
 	delete(m.pending, id)
@@ -466,7 +488,7 @@ func (m *mux) deliver(msg *wireMsg) {
 	m.mu.Unlock()
 	switch {
 	case ok:
-	case err != nil || id <= 0 || id > m.nextID.Load():
+	case !isInt || id <= 0 || id > m.nextID.Load():
 		m.warn("dropping an answer with an ID corral never sent", "id", truncate(msg.ID, 50))
 	default:
 		// A late answer to a request that timed out or was cancelled, or a
@@ -519,9 +541,7 @@ func (m *mux) answer(id json.RawMessage, r *reply) {
 	var line bytes.Buffer
 	r.WriteTo(&line)
 	line.WriteByte('\n')
-	select {
-	case m.out <- line.Bytes():
-	default:
+	if m.put(context.Background(), line.Bytes(), false) == errOutboxFull {
 		m.warn("stdin queue full; dropping an answer to the server's request", "id", truncate(id, 50))
 	}
 }
@@ -532,9 +552,7 @@ func (m *mux) notifyNow(method string, params json.RawMessage) {
 	if err != nil {
 		return
 	}
-	select {
-	case m.out <- line:
-	default:
+	if m.put(context.Background(), line, false) == errOutboxFull {
 		m.log.Warn("stdin queue full; dropping a notification to the server", "method", method)
 	}
 }
@@ -586,15 +604,17 @@ type reply struct {
 	head   []byte // the message up to its result, or the whole message
 	result []byte // if not nil, written after head and followed by "}"
 	code   int    // the error code of an error answer
+	small  [48]byte
 }
 
 // resultReply returns the answer to request id with a result.
 func resultReply(id, result json.RawMessage) *reply {
-	head := make([]byte, 0, len(id)+32)
+	r := &reply{result: result}
+	head := r.small[:0] // one allocation for a short ID, not two
 	head = append(head, `{"jsonrpc":"2.0","id":`...)
 	head = append(head, id...)
-	head = append(head, `,"result":`...)
-	return &reply{head: head, result: result}
+	r.head = append(head, `,"result":`...)
+	return r
 }
 
 // errorReply returns the answer to request id (null if empty) with an error.

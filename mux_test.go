@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,14 @@ type pipeServer struct {
 }
 
 // newTestMux returns a running mux and the server end of its pipes. The mux
-// and its goroutines are stopped when the test ends.
+// and its goroutines are stopped when the test ends. The server's stdin is
+// an OS pipe, as a child's is, so that callers write to it themselves.
 func newTestMux(t *testing.T, maxInFlight, maxLine int) (*mux, *pipeServer) {
 	t.Helper()
-	stdinR, stdinW := io.Pipe()
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	stdoutR, stdoutW := io.Pipe()
 	m := newMux("test", maxInFlight, slog.New(slog.DiscardHandler), nil)
 	var wg sync.WaitGroup
@@ -38,6 +43,7 @@ func newTestMux(t *testing.T, maxInFlight, maxLine int) (*mux, *pipeServer) {
 		stdoutW.Close()
 		stdinR.Close()
 		wg.Wait()
+		stdinW.Close()
 	})
 	return m, &pipeServer{in: bufio.NewReader(stdinR), out: stdoutW}
 }

@@ -344,7 +344,10 @@ func TestRefusedServerRequestsAreLoggedAtABoundedRateWithACountOfTheRest(t *test
 		if got := strings.Join(counts, " "); got != "990 10" {
 			t.Errorf("the counts of lines dropped were logged as %q, want 990 (in the next second) and 10 (at the end)", got)
 		}
-		if got := len(m.out); got != 1021 {
+		m.out.mu.Lock()
+		got := m.out.n // no writeLoop runs: every answer waits in the queue
+		m.out.mu.Unlock()
+		if got != 1021 {
 			t.Errorf("the server was answered %d times, want every one of its 1,021 requests", got)
 		}
 	})

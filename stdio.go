@@ -520,17 +520,52 @@ func (t *lineTail) all() []string {
 // lineConn is a msgConn over a byte stream each way, one message a line:
 // a child's stdout and stdin. ReadMessage reads lines of at most maxLine
 // bytes (a longer one is a *lineTooLongError); WriteMessage writes the
-// message and its newline in one write.
+// message and its newline in one write. It is a lineWriter too: the mux
+// writes whole lines to it, and, when w is a pipe that the runtime polls
+// (as os.Pipe makes them), writes them without waiting (TryWriteLines).
 type lineConn struct {
 	lr    *lineReader
-	w     *bufio.Writer
-	close func() error // if not nil, what Close does
+	w     io.Writer
+	raw   syscall.RawConn // w's, when TryWriteLines works on it; else nil
+	close func() error    // if not nil, what Close does
+
+	// try is the state of the TryWriteLines under way, and tryFn its step.
+	try struct {
+		p   []byte
+		n   int
+		err error
+	}
+	tryFn func(fd uintptr) bool
 }
 
 // newLineConn returns a connection that reads r and writes w; Close calls
 // close, if not nil.
 func newLineConn(r io.Reader, w io.Writer, maxLine int, close func() error) *lineConn {
-	return &lineConn{lr: newLineReader(r, maxLine), w: bufio.NewWriterSize(w, 64<<10), close: close}
+	c := &lineConn{lr: newLineReader(r, maxLine), w: w, raw: nonBlocking(w), close: close}
+	c.tryFn = c.tryWrite
+	return c
+}
+
+// nonBlocking returns the raw connection of w if w is a file in
+// non-blocking mode, which the runtime's poller then waits on; else nil.
+func nonBlocking(w io.Writer) syscall.RawConn {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var nb bool
+	raw.Control(func(fd uintptr) {
+		flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		nb = errno == 0 && flags&syscall.O_NONBLOCK != 0
+	})
+	if !nb {
+		return nil
+	}
+	return raw
 }
 
 // conn returns the connection over the process's pipes, for messages of at
@@ -542,9 +577,53 @@ func (p *process) conn(maxLine int, hurry <-chan struct{}) *lineConn {
 func (c *lineConn) ReadMessage() ([]byte, error) { return c.lr.next() }
 
 func (c *lineConn) WriteMessage(msg []byte) error {
-	c.w.Write(msg)
-	c.w.WriteByte('\n')
-	return c.w.Flush()
+	return c.WriteLines(append(msg[:len(msg):len(msg)], '\n'))
+}
+
+// WriteLines writes p, whole lines, and blocks until it is written.
+func (c *lineConn) WriteLines(p []byte) error {
+	_, err := c.w.Write(p)
+	return err
+}
+
+func (c *lineConn) canTry() bool { return c.raw != nil }
+
+// TryWriteLines writes as much of p as the pipe holds room for now, and
+// returns at once. Only a lineConn whose canTry is true may be asked, and
+// only by one goroutine at a time (the mux's writer of the moment).
+func (c *lineConn) TryWriteLines(p []byte) (int, error) {
+	c.try.p, c.try.n, c.try.err = p, 0, nil
+	err := c.raw.Write(c.tryFn)
+	n := c.try.n
+	if err == nil {
+		err = c.try.err
+	}
+	c.try.p = nil
+	return n, err
+}
+
+// tryWrite is TryWriteLines' step on the pipe's descriptor; it keeps its
+// state in c.try so that a write allocates nothing.
+func (c *lineConn) tryWrite(fd uintptr) bool {
+	t := &c.try
+	for t.n < len(t.p) {
+		k, errno := syscall.Write(int(fd), t.p[t.n:])
+		if k > 0 {
+			t.n += k
+		}
+		switch {
+		case errno == syscall.EINTR:
+		case errno == syscall.EAGAIN:
+			return true // full: the caller leaves the rest to a goroutine that may wait
+		case errno != nil:
+			t.err = errno
+			return true
+		case k <= 0:
+			t.err = io.ErrShortWrite
+			return true
+		}
+	}
+	return true
 }
 
 func (c *lineConn) Close() error {

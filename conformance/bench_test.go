@@ -35,7 +35,8 @@ import (
 //	benchstat bench.txt
 //
 // Every figure is a custom metric: calls/s, p50-µs and p99-µs for each of
-// the three, and the ratios the targets are stated in.
+// the three, the ratios the targets are stated in, and the CPU per call of
+// the gateway, of its server and of the floor's process.
 
 // benchEcho is the tools/call every benchmark makes; %s is the tool name.
 const benchEcho = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"text":"hello"}}}`
@@ -121,8 +122,9 @@ func serveFloor(addr string) {
 	http.Serve(ln, http.HandlerFunc(floorHandler))
 }
 
-// httpFloor starts the floor in a child process and returns its URL.
-func httpFloor(b *testing.B) string {
+// httpFloor starts the floor in a child process and returns its URL and
+// PID.
+func httpFloor(b *testing.B) (string, int) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), floorEnv+"="+addr)
@@ -134,7 +136,7 @@ func httpFloor(b *testing.B) string {
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 		b.Fatalf("the HTTP floor did not start: %q, %v", line, err)
 	}
-	return "http://" + addr
+	return "http://" + addr, cmd.Process.Pid
 }
 
 // postCall posts one tools/call and reads the whole answer.
@@ -217,7 +219,7 @@ func (d *directServer) call(id int, line string) error {
 func BenchmarkToolsCall(b *testing.B) {
 	for _, c := range []int{1, 32} {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			floorURL := httpFloor(b)
+			floorURL, floorPID := httpFloor(b)
 			dir := b.TempDir()
 			b.Cleanup(func() { killMarked(dir) })
 			direct := startDirect(b, dir)
@@ -228,7 +230,9 @@ func BenchmarkToolsCall(b *testing.B) {
 			n := max(b.N, 200*c)
 
 			b.ResetTimer()
+			floorCPU := cpuTime(floorPID)
 			floor, floorWall := drive(b, n, c, func(_, i int) error { return postCall(client, floorURL, "", fmt.Sprintf(benchEcho, i, "x")) })
+			floorCPU = cpuTime(floorPID) - floorCPU
 			dl, directWall := drive(b, n, c, func(_, i int) error { return direct.call(i, fmt.Sprintf(benchEcho, i, "direct_echo")) })
 			gwCPU, srvCPU := cpuTime(g.cmd.Process.Pid), cpuTime(g.serverPID(b, "bench"))
 			gl, gwWall := drive(b, n, c, func(_, i int) error { return postCall(client, g.url, sid, fmt.Sprintf(benchEcho, i, tool)) })
@@ -236,6 +240,8 @@ func BenchmarkToolsCall(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(gwCPU.Microseconds())/float64(n), "gw-cpu-µs/call")
 			b.ReportMetric(float64(srvCPU.Microseconds())/float64(n), "server-cpu-µs/call")
+			b.ReportMetric(float64(floorCPU.Microseconds())/float64(n), "floor-cpu-µs/call")
+			b.ReportMetric(float64((gwCPU-floorCPU).Microseconds())/float64(n), "gw-cpu-above-floor-µs/call")
 
 			fps, f50, f99 := floor.stats(floorWall)
 			dps, d50, d99 := dl.stats(directWall)
