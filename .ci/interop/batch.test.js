@@ -6,55 +6,19 @@
 //   cd .ci/interop && npm ci && CORRAL_BIN=... FAKESERVER_BIN=... node --test batch.test.js
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { fakeserver, freePort, listening, spawnCorral, stop, writeConfig } from './harness.js';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-batch-'));
-process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
-function binary(envName, pkg, name) {
-  if (process.env[envName]) return path.resolve(process.env[envName]);
-  const out = path.join(tmp, name);
-  execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = binary('CORRAL_BIN', '.', 'corral');
-const FAKE = binary('FAKESERVER_BIN', './fakeserver', 'fakeserver');
+const FAKE = fakeserver();
 
-const freePort = () => new Promise((resolve, reject) => {
-  const srv = net.createServer().on('error', reject);
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
-
-// startCorral runs corral over HTTP with one fakeserver, and stops it (and so
-// its child) when the test ends; it resolves once corral listens.
 async function startCorral(t) {
   const port = await freePort();
-  const cfg = path.join(tmp, `corral-${port}.json`);
-  fs.writeFileSync(cfg, JSON.stringify({ listen: `127.0.0.1:${port}`, mcpServers: { fake: { command: FAKE, args: ['-name', 'fake'] } } }));
-  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  child.stderr.setEncoding('utf8');
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      if (!(await Promise.race([exited, sleep(15000, null, { ref: false })]))) { child.kill('SIGKILL'); await exited; }
-    }
-  });
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${log}`)), 10000);
-    child.stderr.on('data', (s) => { log += s; if (/serving MCP over Streamable HTTP/.test(log)) { clearTimeout(timer); resolve(); } });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${log}`)); });
-  });
+  const cfg = writeConfig(t, 'corral-batch-', { listen: `127.0.0.1:${port}`, mcpServers: { fake: { command: FAKE, args: ['-name', 'fake'] } } });
+  const proc = spawnCorral(cfg);
+  t.after(() => stop(proc.child));
+  await listening(proc);
   return new URL(`http://127.0.0.1:${port}/mcp`);
 }
 

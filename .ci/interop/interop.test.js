@@ -8,15 +8,10 @@
 // built from the repository with `go build`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -24,35 +19,11 @@ import {
   CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema,
   LoggingMessageNotificationSchema, ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { alive, CORRAL, descendants, entry, fakeserver, freePort, listening, spawnCorral, stop } from './harness.js';
 
-const require = createRequire(import.meta.url);
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const HELLO = 'hello from the corral interop test\n';
 const EXPECTED = ['everything__echo', 'fake__echo', 'get-sum', 'whoami', 'list_directory'];
-
-let buildDir;
-function binary(envName, pkg) {
-  if (process.env[envName]) return path.resolve(process.env[envName]);
-  buildDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-bin-'));
-  const out = path.join(buildDir, path.basename(pkg === '.' ? 'corral' : pkg));
-  if (!fs.existsSync(out)) execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = binary('CORRAL_BIN', '.');
-const FAKE = binary('FAKESERVER_BIN', './fakeserver');
-process.on('exit', () => buildDir && fs.rmSync(buildDir, { recursive: true, force: true }));
-
-// entry is the file that a package's (only) bin runs.
-function entry(name) {
-  const pj = require.resolve(`${name}/package.json`);
-  const { bin } = JSON.parse(fs.readFileSync(pj, 'utf8'));
-  return path.join(path.dirname(pj), typeof bin === 'string' ? bin : Object.values(bin)[0]);
-}
-
-const freePort = () => new Promise((resolve, reject) => {
-  const srv = net.createServer().on('error', reject);
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
+const FAKE = fakeserver();
 
 // setup writes a temp dir with files/hello.txt and a config; returns their paths.
 function setup(t, port) {
@@ -74,20 +45,6 @@ function setup(t, port) {
 }
 
 // Process helpers (ps works on Linux and macOS). A zombie counts as gone.
-function psTable() {
-  return execFileSync('ps', ['-A', '-o', 'pid=,ppid=,stat='], { encoding: 'utf8' }).trim().split('\n')
-    .map((l) => l.trim().split(/\s+/)).map(([pid, ppid, stat]) => ({ pid: +pid, ppid: +ppid, stat }));
-}
-const alive = (pid) => psTable().some((p) => p.pid === pid && !p.stat.startsWith('Z'));
-function descendants(pid) {
-  const table = psTable(), out = [];
-  for (const queue = [pid]; queue.length;) {
-    const cur = queue.shift();
-    for (const p of table) if (p.ppid === cur && !p.stat.startsWith('Z')) { out.push(p.pid); queue.push(p.pid); }
-  }
-  return out;
-}
-
 // track makes sure that child and every descendant seen is dead after the test.
 function track(t, child) {
   const pids = new Set();
@@ -98,29 +55,11 @@ function track(t, child) {
   return { note: () => { for (const pid of descendants(child.pid)) pids.add(pid); } };
 }
 
-// stop sends SIGTERM and waits up to ms for the exit; SIGKILL after that.
-async function stop(child, ms = 15000) {
-  const t0 = Date.now();
-  if (child.exitCode !== null || child.signalCode !== null) return { code: child.exitCode, signal: child.signalCode, ms: 0 };
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const r = await Promise.race([exited, sleep(ms, null, { ref: false })]);
-  if (r) return { code: r[0], signal: r[1], ms: Date.now() - t0 };
-  child.kill('SIGKILL');
-  await exited;
-  return { code: null, signal: 'timeout', ms: Date.now() - t0 };
-}
-
 // startHTTP runs corral over HTTP and resolves once it listens.
 async function startHTTP(t, cfg, args = []) {
-  const child = spawn(CORRAL, ['-config', cfg, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, log: '', ...track(t, child) };
-  child.stderr.setEncoding('utf8');
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
-    child.stderr.on('data', (s) => { proc.log += s; if (/serving MCP over Streamable HTTP/.test(proc.log)) { clearTimeout(timer); resolve(); } });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
-  });
+  const proc = spawnCorral(cfg, args);
+  Object.assign(proc, track(t, proc.child));
+  await listening(proc);
   return proc;
 }
 

@@ -9,51 +9,12 @@
 // CORRAL_BIN names corral's binary; unset, it is built with `go build`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { alive, children, entry, freePort, listening, spawnCorral, stop, writeConfig } from './harness.js';
 
-const require = createRequire(import.meta.url);
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-let buildDir;
-function corralBinary() {
-  if (process.env.CORRAL_BIN) return path.resolve(process.env.CORRAL_BIN);
-  buildDir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-bin-'));
-  const out = path.join(buildDir, 'corral');
-  execFileSync('go', ['build', '-o', out, '.'], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = corralBinary();
-process.on('exit', () => buildDir && fs.rmSync(buildDir, { recursive: true, force: true }));
-
-function entry(name) {
-  const pj = require.resolve(`${name}/package.json`);
-  const { bin } = JSON.parse(fs.readFileSync(pj, 'utf8'));
-  return path.join(path.dirname(pj), typeof bin === 'string' ? bin : Object.values(bin)[0]);
-}
-
-const freePort = () => new Promise((resolve, reject) => {
-  const srv = net.createServer().on('error', reject);
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
-
-// Process helpers (ps works on Linux and macOS). A zombie counts as gone.
-function psTable() {
-  return execFileSync('ps', ['-A', '-o', 'pid=,ppid=,stat='], { encoding: 'utf8' }).trim().split('\n')
-    .map((l) => l.trim().split(/\s+/)).map(([pid, ppid, stat]) => ({ pid: +pid, ppid: +ppid, stat }));
-}
-const alive = (pid) => psTable().some((p) => p.pid === pid && !p.stat.startsWith('Z'));
-const children = (pid) => psTable().filter((p) => p.ppid === pid && !p.stat.startsWith('Z')).map((p) => p.pid);
 
 // waitUntil polls cond (process tables give no signal) until it holds or ms pass.
 async function waitUntil(what, cond, ms = 15000) {
@@ -63,44 +24,24 @@ async function waitUntil(what, cond, ms = 15000) {
   }
 }
 
-async function stop(child, ms = 15000) {
-  if (child.exitCode !== null || child.signalCode !== null) return [child.exitCode, child.signalCode];
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const r = await Promise.race([exited, sleep(ms, null, { ref: false })]);
-  if (r) return r;
-  child.kill('SIGKILL');
-  return exited;
-}
-
-// startCorral runs corral over HTTP with server-everything, one process per
-// session, and resolves once it listens; the test's end stops it.
 async function startCorral(t) {
   const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-scope-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const cfg = path.join(dir, 'corral.json');
-  fs.writeFileSync(cfg, JSON.stringify({
+  const cfg = writeConfig(t, 'corral-interop-scope-', {
     listen: `127.0.0.1:${port}`,
     mcpServers: {
       everything: { command: process.execPath, args: [entry('@modelcontextprotocol/server-everything'), 'stdio'], scope: 'session', maxInstances: 4 },
     },
-  }));
-  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, log: '', port };
+  });
+  const proc = spawnCorral(cfg);
+  proc.port = port;
   const seen = new Set();
-  proc.note = () => { for (const pid of children(child.pid)) seen.add(pid); };
+  proc.note = () => { for (const pid of children(proc.child.pid)) seen.add(pid); };
   t.after(async () => {
-    const [code, signal] = await stop(child);
+    const { code, signal } = await stop(proc.child);
     for (const pid of seen) if (alive(pid)) try { process.kill(pid, 'SIGKILL'); } catch {}
     assert.deepEqual([code, signal], [0, null], `corral's exit\n${proc.log}`);
   });
-  child.stderr.setEncoding('utf8');
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
-    child.stderr.on('data', (s) => { proc.log += s; if (/serving MCP over Streamable HTTP/.test(proc.log)) { clearTimeout(timer); resolve(); } });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
-  });
+  await listening(proc);
   return proc;
 }
 

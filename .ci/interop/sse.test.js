@@ -8,81 +8,30 @@
 // built from the repository with `go build`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { entry, fakeserver, freePort, listening, spawnCorral, stop, writeConfig } from './harness.js';
 
-const require = createRequire(import.meta.url);
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-let buildDir;
-function binary(envName, pkg) {
-  if (process.env[envName]) return path.resolve(process.env[envName]);
-  buildDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-bin-'));
-  const out = path.join(buildDir, path.basename(pkg === '.' ? 'corral' : pkg));
-  if (!fs.existsSync(out)) execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = binary('CORRAL_BIN', '.');
-const FAKE = binary('FAKESERVER_BIN', './fakeserver');
-process.on('exit', () => buildDir && fs.rmSync(buildDir, { recursive: true, force: true }));
-
-function entry(name) {
-  const pj = require.resolve(`${name}/package.json`);
-  const { bin } = JSON.parse(fs.readFileSync(pj, 'utf8'));
-  return path.join(path.dirname(pj), typeof bin === 'string' ? bin : Object.values(bin)[0]);
-}
-
-const freePort = () => new Promise((resolve, reject) => {
-  const srv = net.createServer().on('error', reject);
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
-
-// stop sends SIGTERM and waits up to ms for the exit; SIGKILL after that.
-async function stop(child, ms = 15000) {
-  if (child.exitCode !== null || child.signalCode !== null) return { code: child.exitCode, signal: child.signalCode };
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const r = await Promise.race([exited, sleep(ms, null, { ref: false })]);
-  if (r) return { code: r[0], signal: r[1] };
-  child.kill('SIGKILL');
-  await exited;
-  return { code: null, signal: 'timeout' };
-}
+const FAKE = fakeserver();
 
 // startCorral writes a config with server-everything and the fakeserver,
 // runs corral over HTTP, and resolves once it listens. corral is stopped
 // when the test ends.
 async function startCorral(t) {
   const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-sse-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const cfg = path.join(dir, 'corral.json');
-  fs.writeFileSync(cfg, JSON.stringify({
+  const cfg = writeConfig(t, 'corral-interop-sse-', {
     listen: `127.0.0.1:${port}`,
     mcpServers: {
       everything: { command: process.execPath, args: [entry('@modelcontextprotocol/server-everything'), 'stdio'] },
       fake: { command: FAKE, args: ['-name', 'fake'] },
     },
-  }));
-  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, port, log: '' };
-  t.after(() => stop(child, 5000));
-  child.stderr.setEncoding('utf8');
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
-    child.stderr.on('data', (s) => { proc.log += s; if (/serving MCP over Streamable HTTP/.test(proc.log)) { clearTimeout(timer); resolve(); } });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
   });
+  const proc = spawnCorral(cfg);
+  proc.port = port;
+  t.after(() => stop(proc.child, 5000));
+  await listening(proc);
   return proc;
 }
 

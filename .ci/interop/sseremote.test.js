@@ -7,31 +7,17 @@
 // CORRAL_BIN names the binary; if unset, it is built from the repository.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { listening, spawnCorral, stop, writeConfig } from './harness.js';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-function corralBinary() {
-  if (process.env.CORRAL_BIN) return path.resolve(process.env.CORRAL_BIN);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-sseremote-bin-'));
-  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-  const out = path.join(dir, 'corral');
-  execFileSync('go', ['build', '-o', out, '.'], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = corralBinary();
 
 // startSSEServer serves MCP over HTTP+SSE with the SDK: GET /sse opens a
 // session, POST /messages?sessionId=... carries the client's messages. Its
@@ -83,28 +69,10 @@ function newMcpServer() {
 
 // startCorral runs corral with the config and resolves with its MCP URL once it listens.
 async function startCorral(t, config) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-sseremote-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const cfg = path.join(dir, 'corral.json');
-  fs.writeFileSync(cfg, JSON.stringify({ listen: '127.0.0.1:0', ...config }));
-  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, log: '' };
-  t.after(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, 'exit');
-    child.kill('SIGTERM');
-    if (!(await Promise.race([exited, sleep(15000, null, { ref: false })]))) { child.kill('SIGKILL'); await exited; }
-  });
-  child.stderr.setEncoding('utf8');
-  proc.url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
-    child.stderr.on('data', (s) => {
-      proc.log += s;
-      const m = /serving MCP over Streamable HTTP.* url=(\S+)/.exec(proc.log);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
-  });
+  const cfg = writeConfig(t, 'corral-sseremote-', { listen: '127.0.0.1:0', ...config });
+  const proc = spawnCorral(cfg);
+  t.after(() => stop(proc.child));
+  await listening(proc);
   return proc;
 }
 

@@ -10,83 +10,29 @@
 // is built from the repository with `go build`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { entry, fakeserver, freePort, listening, spawnCorral, stop, writeConfig } from './harness.js';
 
-const require = createRequire(import.meta.url);
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const FAKE = fakeserver();
 
-let buildDir;
-function binary(envName, pkg) {
-  if (process.env[envName]) return path.resolve(process.env[envName]);
-  buildDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-bin-'));
-  const out = path.join(buildDir, path.basename(pkg === '.' ? 'corral' : pkg));
-  if (!fs.existsSync(out)) execFileSync('go', ['build', '-o', out, pkg], { cwd: REPO, stdio: 'inherit' });
-  return out;
-}
-const CORRAL = binary('CORRAL_BIN', '.');
-const FAKE = binary('FAKESERVER_BIN', './fakeserver');
-process.on('exit', () => buildDir && fs.rmSync(buildDir, { recursive: true, force: true }));
-
-function entry(name) {
-  const pj = require.resolve(`${name}/package.json`);
-  const { bin } = JSON.parse(fs.readFileSync(pj, 'utf8'));
-  return path.join(path.dirname(pj), typeof bin === 'string' ? bin : Object.values(bin)[0]);
-}
-
-const freePort = () => new Promise((resolve, reject) => {
-  const srv = net.createServer().on('error', reject);
-  srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
-});
-
-// stop sends SIGTERM and waits up to ms for the exit; SIGKILL after that.
-async function stop(child, ms = 15000) {
-  if (child.exitCode !== null || child.signalCode !== null) return [child.exitCode, child.signalCode];
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const r = await Promise.race([exited, sleep(ms, null, { ref: false })]);
-  if (r) return r;
-  child.kill('SIGKILL');
-  return exited;
-}
-
-// startCorral runs corral over HTTP with server-everything (prefix ev) and
-// fakeserver (tasks declared) behind it, and resolves once it listens; the
-// test's end stops it, and with it its servers.
 async function startCorral(t) {
   const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'corral-interop-tasks-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const cfg = path.join(dir, 'corral.json');
-  fs.writeFileSync(cfg, JSON.stringify({
+  const cfg = writeConfig(t, 'corral-interop-tasks-', {
     listen: `127.0.0.1:${port}`,
     mcpServers: {
       everything: { command: process.execPath, args: [entry('@modelcontextprotocol/server-everything'), 'stdio'], prefix: 'ev' },
       fake: { command: FAKE, args: ['-name', 'fake', '-capabilities', 'tools,resources,tasks'] },
     },
-  }));
-  const child = spawn(CORRAL, ['-config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const proc = { child, log: '' };
+  });
+  const proc = spawnCorral(cfg);
   t.after(async () => {
-    const [code, signal] = await stop(child);
+    const { code, signal } = await stop(proc.child);
     assert.deepEqual([code, signal], [0, null], `corral's exit\n${proc.log}`);
   });
-  child.stderr.setEncoding('utf8');
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`corral not listening after 10 s:\n${proc.log}`)), 10000);
-    child.stderr.on('data', (s) => { proc.log += s; if (/serving MCP over Streamable HTTP/.test(proc.log)) { clearTimeout(timer); resolve(); } });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`corral exited with ${code}:\n${proc.log}`)); });
-  });
+  await listening(proc);
   const client = new Client({ name: 'corral-interop-tasks', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
   t.after(() => client.close().catch(() => {}));
