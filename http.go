@@ -491,9 +491,25 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 
 // newSession opens a session, or returns nil when maxSessions are open.
 func (h *httpFrontEnd) newSession() *httpSession {
+	s := &httpSession{}
+	return h.addSession(s, func(msg []byte) {
+		select {
+		case s.eventQueue() <- msg:
+		default:
+		}
+	})
+}
+
+// addSession gives s a new random id, marks it used now and registers it,
+// then opens its gateway session, which sends s's messages to deliver. It
+// returns s, or nil (s not registered, no gateway session) when maxSessions
+// are open. Both front ends (Streamable HTTP and legacy SSE) open sessions
+// through it, so that they count against one maxSessions.
+func (h *httpFrontEnd) addSession(s *httpSession, deliver func(msg []byte)) *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	s := &httpSession{id: hex.EncodeToString(b[:]), ended: make(chan struct{})}
+	s.id = hex.EncodeToString(b[:])
+	s.ended = make(chan struct{})
 	s.lastUsed.Store(time.Now().UnixNano())
 	h.mu.Lock()
 	if len(h.sessions) >= h.gw.config().MaxSessions {
@@ -502,12 +518,7 @@ func (h *httpFrontEnd) newSession() *httpSession {
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
-	s.session = h.gw.newSession(func(msg []byte) {
-		select {
-		case s.eventQueue() <- msg:
-		default:
-		}
-	})
+	s.session = h.gw.newSession(deliver)
 	return s
 }
 

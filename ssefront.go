@@ -13,8 +13,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -185,20 +183,9 @@ func (h *httpFrontEnd) newSSEFrontSession() *httpSession {
 	if max <= 0 {
 		max = defaultSSEFrontQueueBytes
 	}
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	s := &httpSession{id: hex.EncodeToString(b[:]), sse: newSSEFrontQueue(max), ended: make(chan struct{})}
-	s.lastUsed.Store(time.Now().UnixNano())
+	s := &httpSession{sse: newSSEFrontQueue(max)}
 	s.streams.Add(1)
-	h.mu.Lock()
-	if len(h.sessions) >= h.gw.config().MaxSessions {
-		h.mu.Unlock()
-		return nil
-	}
-	h.sessions[s.id] = s
-	h.mu.Unlock()
-	s.session = h.gw.newSession(func(msg []byte) { s.sse.push(&reply{head: msg}) })
-	return s
+	return h.addSession(s, func(msg []byte) { s.sse.push(&reply{head: msg}) })
 }
 
 // pumpSSEFront writes the endpoint event, then the session's messages as
