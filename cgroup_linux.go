@@ -219,21 +219,6 @@ func cmpOrNone(s string) string {
 // on reports whether corral puts its servers in cgroups.
 func (t *cgroupTree) on() bool { return t != nil && t.why == "" }
 
-// controllers returns the controllers limits l needs.
-func (l Limits) controllers() []string {
-	var cs []string
-	if l.Memory != "" {
-		cs = append(cs, "memory")
-	}
-	if l.Pids != 0 {
-		cs = append(cs, "pids")
-	}
-	if l.CPU != 0 {
-		cs = append(cs, "cpu")
-	}
-	return cs
-}
-
 // enforceable returns an error unless every limit of l can be enforced.
 func (t *cgroupTree) enforceable(l Limits) error {
 	if l.IsZero() {

@@ -76,19 +76,31 @@ func (l Limits) memoryBytes() int64 {
 	return n
 }
 
-// set lists the limits l sets, by key, for messages: "memory, pids".
-func (l Limits) set() string {
-	var keys []string
+// controllers returns the cgroup controllers limits l needs, memory, pids,
+// cpu in that order. Each limit needs the one controller named as its key
+// (limits.memory: memory), which set relies on.
+func (l Limits) controllers() []string {
+	var cs []string
 	if l.Memory != "" {
-		keys = append(keys, "limits.memory")
-	}
-	if l.CPU != 0 {
-		keys = append(keys, "limits.cpu")
+		cs = append(cs, "memory")
 	}
 	if l.Pids != 0 {
-		keys = append(keys, "limits.pids")
+		cs = append(cs, "pids")
 	}
-	return strings.Join(keys, ", ")
+	if l.CPU != 0 {
+		cs = append(cs, "cpu")
+	}
+	return cs
+}
+
+// set lists the limits l sets, by key, for messages: "limits.memory,
+// limits.pids" (in the order of controllers).
+func (l Limits) set() string {
+	cs := l.controllers()
+	for i, c := range cs {
+		cs[i] = "limits." + c
+	}
+	return strings.Join(cs, ", ")
 }
 
 // sizeUnits are the units parseSize accepts, and their sizes.
