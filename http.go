@@ -31,7 +31,6 @@ type httpFrontEnd struct {
 	log      *slog.Logger
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
-	modern   modernCalls  // modern requests in flight, for their clients' cancellations
 
 	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
 
@@ -453,12 +452,6 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
-	// Its client's notifications/cancelled does what closing the stream
-	// does (see serveModernMessage).
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer h.modern.add(string(msg.ID), clientHost(r), cancel)()
-	r = r.WithContext(ctx)
 	s := h.gw.detachedSession()
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
