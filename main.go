@@ -35,7 +35,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == shimArg {
 		os.Exit(runShim(argOrEmpty(2)))
 	}
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stopProfile := startCPUProfile()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
 }
 
 // run is corral's main, with its exit code as result.
