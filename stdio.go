@@ -640,8 +640,28 @@ type lineReader struct {
 	max int
 }
 
+// A lineReader's buffer starts at lineBufStart bytes and grows once, to
+// lineBufGrown, when a line does not fit or half of it waits unread behind
+// a line (the server sends lines faster than they are read): a server that only ever sends
+// short lines costs corral 4 KiB, not 64 (200 servers' resident memory
+// was 12 MiB less), and one that sends longer ones reads them as before.
+const (
+	lineBufStart = 4 << 10
+	lineBufGrown = 64 << 10
+)
+
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &lineReader{br: bufio.NewReaderSize(r, lineBufStart), max: max}
+}
+
+// grow gives lr its larger buffer, if it has not yet. The new reader reads
+// through the old one: first what the old one holds, copied once, then,
+// with the old buffer empty, straight from the source (bufio reads a
+// request as large as its buffer without buffering it).
+func (lr *lineReader) grow() {
+	if lr.br.Size() < lineBufGrown {
+		lr.br = bufio.NewReaderSize(lr.br, lineBufGrown)
+	}
 }
 
 // next returns the next line without its line ending, in a slice of its own.
@@ -652,7 +672,11 @@ func (lr *lineReader) next() ([]byte, error) {
 	s, err := lr.br.ReadSlice('\n')
 	switch {
 	case err == nil && len(trimEOL(s)) <= lr.max:
-		return bytes.Clone(trimEOL(s)), nil
+		line := bytes.Clone(trimEOL(s))
+		if lr.br.Buffered() >= lineBufStart/2 {
+			lr.grow() // lines come in bursts: read them in fewer reads
+		}
+		return line, nil
 	case err == io.EOF && len(s) > 0 && len(s) <= lr.max:
 		return bytes.Clone(s), nil // a last line without its newline
 	case err != nil && err != bufio.ErrBufferFull:
@@ -663,6 +687,7 @@ func (lr *lineReader) next() ([]byte, error) {
 	// buffer by doubling would peak near three times the line).
 	chunks := [][]byte{bytes.Clone(s)}
 	size := len(s)
+	lr.grow()
 	for size <= lr.max+2 && err == bufio.ErrBufferFull {
 		s, err = lr.br.ReadSlice('\n')
 		chunks = append(chunks, bytes.Clone(s))
