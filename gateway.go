@@ -79,6 +79,10 @@ type Gateway struct {
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
 
+	// lineBufs holds the servers' large stdout buffers, which a server
+	// borrows only while a line or a burst of lines needs one (lineReader).
+	lineBufs sync.Pool
+
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
 	owned goroutines

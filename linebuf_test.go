@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -69,5 +70,41 @@ func TestLineReaderBufferGrowsForABurstOfShortLines(t *testing.T) {
 	}
 	if lr.br.Size() != 64<<10 {
 		t.Errorf("after a burst of %d short lines the buffer holds %d bytes, want %d", len(want), lr.br.Size(), 64<<10)
+	}
+}
+
+// lineAtATime gives at most one line, or the rest of one, a Read: a server
+// that writes a line and waits for the next request.
+type lineAtATime struct{ s string }
+
+func (r *lineAtATime) Read(b []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := len(r.s)
+	if i := strings.IndexByte(r.s, '\n'); i >= 0 {
+		n = i + 1
+	}
+	n = copy(b, r.s[:n])
+	r.s = r.s[n:]
+	return n, nil
+}
+
+func TestLineReaderGivesTheLargeBufferBackOnceEmpty(t *testing.T) {
+	// (What the pool holds is not checked: under the race detector a
+	// sync.Pool drops what it is given at random.)
+	long := `{"id":2,"result":"` + strings.Repeat("x", 100_000) + `"}`
+	lines := []string{`{"id":1}`, long, `{"id":3}`, long, `{"id":5}`}
+	var bufs sync.Pool
+	lr := newLineReader(&lineAtATime{strings.Join(lines, "\n") + "\n"}, 1<<20)
+	lr.bufs = &bufs
+	for i, want := range lines {
+		got, err := lr.next()
+		if err != nil || string(got) != want {
+			t.Fatalf("line %d = %.40q (%d bytes), %v; want %.40q (%d bytes)", i, got, len(got), err, want, len(want))
+		}
+		if lr.br != lr.small {
+			t.Errorf("after line %d (%d bytes), read whole, the reader keeps a buffer of %d bytes, want the small one", i, len(want), lr.br.Size())
+		}
 	}
 }

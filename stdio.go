@@ -569,9 +569,12 @@ func nonBlocking(w io.Writer) syscall.RawConn {
 }
 
 // conn returns the connection over the process's pipes, for messages of at
-// most maxLine bytes. Its Close stops the process (see Stop).
-func (p *process) conn(maxLine int, hurry <-chan struct{}) *lineConn {
-	return newLineConn(p.stdout, p.stdin, maxLine, func() error { p.Stop(hurry); return nil })
+// most maxLine bytes. Its Close stops the process (see Stop). Its reader
+// borrows large buffers from bufs, if not nil (see lineReader).
+func (p *process) conn(maxLine int, hurry <-chan struct{}, bufs *sync.Pool) *lineConn {
+	c := newLineConn(p.stdout, p.stdin, maxLine, func() error { p.Stop(hurry); return nil })
+	c.lr.bufs = bufs
+	return c
 }
 
 func (c *lineConn) ReadMessage() ([]byte, error) { return c.lr.next() }
@@ -635,33 +638,60 @@ func (c *lineConn) Close() error {
 
 // lineReader reads newline-delimited messages of at most max bytes, without
 // the 64 KiB cap of bufio.Scanner. It is not safe for concurrent use.
+//
+// It reads through a buffer of lineBufSmall bytes, and through one of
+// lineBufLarge only while a line does not fit the small one or lines queue
+// behind the one read (the source writes faster than they are read): a
+// server that is idle, or sends short lines one at a time, costs corral
+// 4 KiB, not 64 (200 servers: 12 MiB of corral's resident memory). The
+// large buffer comes from bufs, if not nil, and goes back once it is empty,
+// so that servers share a few; else the reader keeps the one it made.
 type lineReader struct {
-	br  *bufio.Reader
-	max int
+	small *bufio.Reader
+	br    *bufio.Reader // small, or a large one reading through small
+	bufs  *sync.Pool    // of large *bufio.Reader; may be nil
+	max   int
 }
 
-// A lineReader's buffer starts at lineBufStart bytes and grows once, to
-// lineBufGrown, when a line does not fit or half of it waits unread behind
-// a line (the server sends lines faster than they are read): a server that only ever sends
-// short lines costs corral 4 KiB, not 64 (200 servers' resident memory
-// was 12 MiB less), and one that sends longer ones reads them as before.
 const (
-	lineBufStart = 4 << 10
-	lineBufGrown = 64 << 10
+	lineBufSmall = 4 << 10
+	lineBufLarge = 64 << 10
 )
 
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, lineBufStart), max: max}
+	small := bufio.NewReaderSize(r, lineBufSmall)
+	return &lineReader{small: small, br: small, max: max}
 }
 
-// grow gives lr its larger buffer, if it has not yet. The new reader reads
-// through the old one: first what the old one holds, copied once, then,
-// with the old buffer empty, straight from the source (bufio reads a
+// widen makes lr read through a large buffer, if it does not already. The
+// large reader reads through the small one: first what that holds, copied
+// once, then, with it empty, straight from the source (bufio reads a
 // request as large as its buffer without buffering it).
-func (lr *lineReader) grow() {
-	if lr.br.Size() < lineBufGrown {
-		lr.br = bufio.NewReaderSize(lr.br, lineBufGrown)
+func (lr *lineReader) widen() {
+	if lr.br != lr.small {
+		return
 	}
+	var large *bufio.Reader
+	if lr.bufs != nil {
+		large, _ = lr.bufs.Get().(*bufio.Reader)
+	}
+	if large == nil {
+		large = bufio.NewReaderSize(lr.small, lineBufLarge)
+	}
+	large.Reset(lr.small)
+	lr.br = large
+}
+
+// narrow gives the large buffer back once both buffers are empty, if lr
+// borrowed it from bufs.
+func (lr *lineReader) narrow() {
+	if lr.br == lr.small || lr.bufs == nil || lr.br.Buffered() > 0 || lr.small.Buffered() > 0 {
+		return
+	}
+	large := lr.br
+	lr.br = lr.small
+	large.Reset(nil)
+	lr.bufs.Put(large)
 }
 
 // next returns the next line without its line ending, in a slice of its own.
@@ -669,12 +699,19 @@ func (lr *lineReader) grow() {
 // *lineTooLongError; the reader stays usable. At the end of input, next
 // returns io.EOF.
 func (lr *lineReader) next() ([]byte, error) {
+	line, err := lr.read()
+	lr.narrow()
+	return line, err
+}
+
+// read is next, through whichever buffer lr has.
+func (lr *lineReader) read() ([]byte, error) {
 	s, err := lr.br.ReadSlice('\n')
 	switch {
 	case err == nil && len(trimEOL(s)) <= lr.max:
 		line := bytes.Clone(trimEOL(s))
-		if lr.br.Buffered() >= lineBufStart/2 {
-			lr.grow() // lines come in bursts: read them in fewer reads
+		if lr.small.Buffered() >= lineBufSmall/2 {
+			lr.widen() // lines queue up: read them in fewer reads
 		}
 		return line, nil
 	case err == io.EOF && len(s) > 0 && len(s) <= lr.max:
@@ -687,7 +724,7 @@ func (lr *lineReader) next() ([]byte, error) {
 	// buffer by doubling would peak near three times the line).
 	chunks := [][]byte{bytes.Clone(s)}
 	size := len(s)
-	lr.grow()
+	lr.widen()
 	for size <= lr.max+2 && err == bufio.ErrBufferFull {
 		s, err = lr.br.ReadSlice('\n')
 		chunks = append(chunks, bytes.Clone(s))

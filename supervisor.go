@@ -62,6 +62,7 @@ type backend struct {
 	instance string        // corral's marker, put in the server's environment
 	reaper   *orphanReaper // nil unless corral is a child subreaper
 	cgroups  *cgroupTree   // where the server's processes get a cgroup; nil for none
+	lineBufs *sync.Pool    // large stdout buffers, shared (see lineReader); if nil, a run keeps its own
 	log      *slog.Logger
 	up       *upstream // the server's MCP client; what it learned outlives each run
 
@@ -282,7 +283,7 @@ func (b *backend) startChild(m *mux) (link, error) {
 	b.mu.Unlock()
 	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
 	watch := func(m *mux, readDone <-chan struct{}) { b.watch(p, m, readDone) }
-	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry), watch: watch}, nil
+	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry, b.lineBufs), watch: watch}, nil
 }
 
 // dial connects to the remote server (a new session at every run), for the
