@@ -51,6 +51,7 @@ type catalogItem struct {
 	orig    string          // the backend's name for it
 	backend *backend        // never nil
 	raw     json.RawMessage // the object, renamed when name != orig
+	src     json.RawMessage // the object as the server sent it
 }
 
 func (c *catalog) lookup(k kind, name string) *catalogItem {
@@ -68,11 +69,24 @@ func (c *catalog) lookup(k kind, name string) *catalogItem {
 // filter leaves out are not in the catalog. It returns the collisions, for
 // the log.
 func buildCatalog(backends []*backend) (*catalog, []string) {
+	return rebuildFrom(nil, backends)
+}
+
+// rebuildFrom is buildCatalog where old, if not nil, is a catalog built
+// before: an item renamed in old whose server sent the same object again
+// keeps old's renamed object, so that a rebuild costs the work of what
+// changed, not a JSON round trip for every item of every prefixed server.
+func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 	cat := &catalog{}
+	ns := newNamespaces(backends)
 	var collisions []string
 	for k := range numKinds {
 		var c []string
-		cat.lists[k], c = buildList(backends, k)
+		var prev *catalogList
+		if old != nil {
+			prev = &old.lists[k]
+		}
+		cat.lists[k], c = buildList(backends, k, ns, prev)
 		collisions = append(collisions, c...)
 	}
 	cat.resourceNames = make(map[subKey]string, len(cat.lists[kindResource].items))
@@ -96,7 +110,42 @@ func namespace(backends []*backend, k kind, name string) string {
 	return owner
 }
 
-func buildList(backends []*backend, k kind) (catalogList, []string) {
+// namespaces answers namespace for one set of backends in time that grows
+// with the name's length, not with the number of servers: a catalog's build
+// asks it for every item.
+type namespaces map[string]bool // the servers' prefixes
+
+func newNamespaces(backends []*backend) namespaces {
+	ns := namespaces{}
+	for _, b := range backends {
+		if b.cfg.Prefix != "" {
+			ns[b.cfg.Prefix] = true
+		}
+	}
+	return ns
+}
+
+// of returns namespace(backends, k, name) for the backends ns was made of.
+func (ns namespaces) of(k kind, name string) string {
+	if len(ns) == 0 {
+		return ""
+	}
+	sep := toolSeparator
+	if k == kindResource || k == kindTemplate {
+		sep = uriSeparator
+	}
+	owner := ""
+	for i := 1; i+len(sep) <= len(name); i++ {
+		if i > len(owner) && name[i:i+len(sep)] == sep && ns[name[:i]] {
+			owner = name[:i]
+		}
+	}
+	return owner
+}
+
+// buildList builds the list of kind k (see buildCatalog); prev, if not nil,
+// is the same list of a catalog built before, whose renamed objects it reuses.
+func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string) {
 	type entry struct {
 		b    *backend
 		it   backendItem
@@ -115,9 +164,9 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 			switch {
 			case b.cfg.Prefix != "":
 				name = qualify(k, b.cfg.Prefix, it.name)
-			case namespace(backends, k, name) != "":
+			case ns.of(k, name) != "":
 				name = qualify(k, b.name, it.name)
-				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, it.name, namespace(backends, k, it.name), name))
+				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, it.name, ns.of(k, it.name), name))
 			default:
 				owners[name] = append(owners[name], b.name)
 			}
@@ -139,7 +188,7 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
 			e.name = qualify(k, e.b.name, e.it.name)
 		}
-		if p := namespace(backends, k, e.name); p != e.b.cfg.Prefix {
+		if p := ns.of(k, e.name); p != e.b.cfg.Prefix {
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: %q is in the namespace of prefix %q, which only that prefix's server may use", what, e.it.name, e.b.name, e.name, p))
 			continue
 		}
@@ -149,9 +198,12 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 		}
 		raw := e.it.raw
 		if e.name != e.it.name {
-			raw = rename(raw, kinds[k].key, e.name)
+			raw = renamed(prev, e.b, e.it, e.name)
+			if raw == nil {
+				raw = rename(e.it.raw, kinds[k].key, e.name)
+			}
 		}
-		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw})
+		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw})
 		l.byName[e.name] = nil
 	}
 	sort.Slice(l.items, func(i, j int) bool { return l.items[i].name < l.items[j].name })
@@ -159,6 +211,19 @@ func buildList(backends []*backend, k kind) (catalogList, []string) {
 		l.byName[l.items[i].name] = &l.items[i]
 	}
 	return l, collisions
+}
+
+// renamed returns the object prev holds for item it of server b named name,
+// or nil if prev has none or the server sent another object since.
+func renamed(prev *catalogList, b *backend, it backendItem, name string) json.RawMessage {
+	if prev == nil {
+		return nil
+	}
+	o := prev.byName[name]
+	if o == nil || o.backend != b || o.orig != it.name || !bytes.Equal(o.src, it.raw) {
+		return nil
+	}
+	return o.raw
 }
 
 // rename returns the object raw with its member key set to name.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,6 +62,11 @@ type Gateway struct {
 
 	// catMu orders the rebuilds of the catalog.
 	catMu sync.Mutex
+	// catWanted counts the calls of rebuildCatalog; catBuilt, under catMu,
+	// is the count the catalog in force was built after (see rebuildCatalog).
+	catWanted   atomic.Uint64
+	catBuilt    uint64
+	catRebuilds int // under catMu: the rebuilds made, which tests count
 
 	mu         sync.Mutex // guards the fields below, and cfg and backends
 	lastHealth string     // the last summary logged
@@ -72,6 +78,10 @@ type Gateway struct {
 	parked   *parkedExchanges // modern clients' calls waiting for their input
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
+
+	// lineBufs holds the servers' large stdout buffers, which a server
+	// borrows only while a line or a burst of lines needs one (lineReader).
+	lineBufs sync.Pool
 
 	// owned are the goroutines the gateway starts that outlive the call
 	// that starts them; Stop joins them.
@@ -316,14 +326,29 @@ func (g *Gateway) backendChanged() {
 
 // rebuildCatalog recomputes the catalog from the backends' lists and tells
 // every session of each list that changed.
+//
+// It returns once a catalog built from what the backends held when it was
+// called is in force and the sessions are told: a burst of changes from
+// many servers is served by one rebuild. Each call counts itself in
+// catWanted before it waits for catMu, and a rebuild notes the count before
+// it reads the backends, so a call that finds a rebuild made after its count
+// has nothing left to do.
 func (g *Gateway) rebuildCatalog() {
+	want := g.catWanted.Add(1)
 	// One rebuild at a time: two built concurrently could be installed in
 	// the wrong order, and the older would hide a server's new lists.
 	g.catMu.Lock()
 	defer g.catMu.Unlock()
-	cat, collisions := buildCatalog(g.backendList())
+	if g.catBuilt >= want {
+		return
+	}
+	g.catBuilt = g.catWanted.Load()
+	g.catRebuilds++
 	g.mu.Lock()
 	old := g.cat
+	g.mu.Unlock()
+	cat, collisions := rebuildFrom(old, g.backendList())
+	g.mu.Lock()
 	g.cat = cat
 	g.mu.Unlock()
 	sessions := g.sessions.initialized()

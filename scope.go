@@ -186,11 +186,14 @@ type instancePool struct {
 // session-scoped server, its catalog backend, with its pool.
 func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
 	if !s.sessionScoped() {
-		return newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+		b := newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+		b.lineBufs = &g.lineBufs
+		return b
 	}
 	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}}
 	p.catalog = newBackend(probeEvents{g, p}, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
 	p.catalog.scope = &backendScope{}
+	p.catalog.lineBufs = &g.lineBufs
 	g.scopes.add(p)
 	return p.catalog
 }
@@ -282,6 +285,7 @@ func (p *instancePool) get(s *session) (*backend, *wireError) {
 	p.next++
 	b := newBackend(sessionEvents{p.g, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
 	b.scope = &backendScope{marker: fmt.Sprintf("%s#%d", c.name, p.next), catalog: c}
+	b.lineBufs = c.lineBufs
 	c.scope.instances.Add(1)
 	p.bySession[s] = b
 	b.start()

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -569,9 +568,12 @@ func nonBlocking(w io.Writer) syscall.RawConn {
 }
 
 // conn returns the connection over the process's pipes, for messages of at
-// most maxLine bytes. Its Close stops the process (see Stop).
-func (p *process) conn(maxLine int, hurry <-chan struct{}) *lineConn {
-	return newLineConn(p.stdout, p.stdin, maxLine, func() error { p.Stop(hurry); return nil })
+// most maxLine bytes. Its Close stops the process (see Stop). Its reader
+// borrows large buffers from bufs, if not nil (see lineReader).
+func (p *process) conn(maxLine int, hurry <-chan struct{}, bufs *sync.Pool) *lineConn {
+	c := newLineConn(p.stdout, p.stdin, maxLine, func() error { p.Stop(hurry); return nil })
+	c.lr.bufs = bufs
+	return c
 }
 
 func (c *lineConn) ReadMessage() ([]byte, error) { return c.lr.next() }
@@ -631,72 +633,6 @@ func (c *lineConn) Close() error {
 		return nil
 	}
 	return c.close()
-}
-
-// lineReader reads newline-delimited messages of at most max bytes, without
-// the 64 KiB cap of bufio.Scanner. It is not safe for concurrent use.
-type lineReader struct {
-	br  *bufio.Reader
-	max int
-}
-
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// next returns the next line without its line ending, in a slice of its own.
-// A line longer than the maximum is read to its end and reported as a
-// *lineTooLongError; the reader stays usable. At the end of input, next
-// returns io.EOF.
-func (lr *lineReader) next() ([]byte, error) {
-	s, err := lr.br.ReadSlice('\n')
-	switch {
-	case err == nil && len(trimEOL(s)) <= lr.max:
-		return bytes.Clone(trimEOL(s)), nil
-	case err == io.EOF && len(s) > 0 && len(s) <= lr.max:
-		return bytes.Clone(s), nil // a last line without its newline
-	case err != nil && err != bufio.ErrBufferFull:
-		return nil, err
-	}
-	// Longer than the reader's buffer: gather it in pieces, up to the
-	// maximum, and join them once at the line's exact size (growing one
-	// buffer by doubling would peak near three times the line).
-	chunks := [][]byte{bytes.Clone(s)}
-	size := len(s)
-	for size <= lr.max+2 && err == bufio.ErrBufferFull {
-		s, err = lr.br.ReadSlice('\n')
-		chunks = append(chunks, bytes.Clone(s))
-		size += len(s)
-	}
-	if err != nil && err != bufio.ErrBufferFull && err != io.EOF {
-		return nil, err
-	}
-	if size <= lr.max+2 {
-		if line := trimEOL(bytes.Join(chunks, nil)); len(line) <= lr.max {
-			return line, nil
-		}
-	}
-	// Too long: skip to the end of the line, looking for its ID on the way.
-	var sc idScanner
-	for _, c := range chunks {
-		sc.feed(c)
-	}
-	chunks = nil
-	total := int64(size)
-	for err == bufio.ErrBufferFull {
-		s, err = lr.br.ReadSlice('\n')
-		sc.feed(s)
-		total += int64(len(s))
-	}
-	if err != nil && err != io.EOF {
-		return nil, err
-	}
-	return nil, &lineTooLongError{size: total, max: lr.max, id: sc.id()}
-}
-
-func trimEOL(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
 // idScanner finds the raw value of the top-level "id" member of a JSON object

@@ -62,6 +62,7 @@ type backend struct {
 	instance string        // corral's marker, put in the server's environment
 	reaper   *orphanReaper // nil unless corral is a child subreaper
 	cgroups  *cgroupTree   // where the server's processes get a cgroup; nil for none
+	lineBufs *sync.Pool    // large stdout buffers, shared (see lineReader); if nil, a run keeps its own
 	log      *slog.Logger
 	up       *upstream // the server's MCP client; what it learned outlives each run
 
@@ -244,17 +245,28 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 		b.startMu.Unlock()
 		return 0, errors.New("stopped before it started")
 	}
+	var wg sync.WaitGroup
 	refresh := make(chan struct{}, 1)
-	m := b.newMux(refresh)
+	var relisting sync.Once
+	var m *mux
+	// The run's refreshLoop starts with the server's first list_changed
+	// notification: most servers send none, and a goroutine waiting for
+	// one costs a stack each. It is started on m's reading goroutine,
+	// which wg counts until m's end, so wg.Wait cannot have returned.
+	m = b.newMux(refresh, func() {
+		relisting.Do(func() {
+			wg.Add(1)
+			go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
+		})
+	})
 	l, err := connect(m)
 	b.startMu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 
-	var wg sync.WaitGroup
 	readDone := make(chan struct{})
-	wg.Add(4)
+	wg.Add(3)
 	go func() { defer wg.Done(); m.writeLoop(l.conn) }()
 	go func() {
 		defer wg.Done()
@@ -262,7 +274,6 @@ func (b *backend) runOnce() (readyFor time.Duration, err error) {
 		m.readLoop(l.conn)
 	}()
 	go func() { defer wg.Done(); l.watch(m, readDone) }()
-	go func() { defer wg.Done(); b.refreshLoop(m, refresh) }()
 	return b.serve(m, &wg, func() { l.conn.Close() })
 }
 
@@ -282,7 +293,7 @@ func (b *backend) startChild(m *mux) (link, error) {
 	b.mu.Unlock()
 	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
 	watch := func(m *mux, readDone <-chan struct{}) { b.watch(p, m, readDone) }
-	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry), watch: watch}, nil
+	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry, b.lineBufs), watch: watch}, nil
 }
 
 // dial connects to the remote server (a new session at every run), for the
@@ -307,9 +318,9 @@ func (b *backend) dial(m *mux) (link, error) {
 // newMux returns a mux for a run of the server: its notifications and
 // requests go to the backend and the gateway; refresh is poked when a list
 // changes.
-func (b *backend) newMux(refresh chan<- struct{}) *mux {
+func (b *backend) newMux(refresh chan<- struct{}, relist func()) *mux {
 	var m *mux
-	m = newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh) })
+	m = newMux(b.name, b.gcfg.maxInFlight(b.cfg), b.log, func(msg *wireMsg) { b.onNotify(msg, refresh, relist) })
 	m.onRequest = func(msg *wireMsg) { b.gw.serverRequest(b, m, msg) }
 	if n := b.gcfg.MaxNotificationsPerSecond; n > 0 {
 		m.notes.limit = n
@@ -479,9 +490,10 @@ func (b *backend) setInstructions(text string) {
 }
 
 // onNotify handles a notification from the server: a list change goes to
-// the upstream, which lists again (refresh wakes its refreshLoop); what
-// clients hear of goes to the gateway.
-func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
+// the upstream, which lists again (refresh wakes its refreshLoop, which
+// relist starts if it has not yet); what clients hear of goes to the
+// gateway.
+func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}, relist func()) {
 	switch msg.Method {
 	case "notifications/message":
 		b.gw.serverLog(b, msg.Params)
@@ -499,7 +511,9 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}) {
 	default:
 		if !b.up.listChanged(msg.Method, refresh) {
 			b.log.Debug("notification from server not passed on", "method", msg.Method)
+			return
 		}
+		relist()
 	}
 }
 
