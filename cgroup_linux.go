@@ -456,8 +456,17 @@ func (cg *serverCgroup) remove() error {
 		return nil
 	}
 	var errs []error
+	deadline := time.Now().Add(cgroupKillWait)
 	for _, dir := range cg.dirs {
-		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := os.Remove(dir)
+		// On v2 a cgroup stays populated until its last process is reaped,
+		// not only exited: a descendant that escaped is reaped by corral's
+		// orphan reaper, which may not have got to it yet.
+		for errors.Is(err, syscall.EBUSY) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+			err = os.Remove(dir)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
