@@ -467,10 +467,13 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
 	var p routing
 	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
-		p = routing{}
-		if err := json.Unmarshal(msg.Params, &p); err != nil {
+		// Into a routing of its own, so that p, which Unmarshal would
+		// make escape, stays on the stack in the plain form.
+		whole := new(routing)
+		if err := json.Unmarshal(msg.Params, whole); err != nil {
 			return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
 		}
+		p = *whole
 	}
 	token := p.Meta.Token
 	if string(token) == "null" {
