@@ -408,6 +408,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	defer cancel(context.Canceled)
 	max := g.config().MaxInFlightPerSession
 	n, dup := g.admit(s, key, cancel, max)
+	in.cancel = cancel
 	switch {
 	case dup:
 		// The specification forbids reusing an ID; counting calls by ID, the
@@ -522,7 +523,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 	outcome := outcomeOK
 	what := msg.Method
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		outcome = outcomeTimeout
 		r = errorReply(msg.ID, &wireError{Code: codeTimeout, Message: timeoutMessage(err, b.name, what, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):

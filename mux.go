@@ -229,7 +229,7 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 			m.cancel(id, context.Cause(ctx))
 		}
 		m.freePending(pc)
-		return nil, ctx.Err()
+		return nil, ctxErr(ctx)
 	}
 }
 
