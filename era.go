@@ -70,8 +70,8 @@ func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply 
 	s.mu.Lock()
 	rel.caps, rel.logLevel = s.clientCaps, s.logLevel
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
+	ctx, dl := armDeadline(ctx, in.cancel, f.timeout)
+	defer dl.stop()
 	defer func() {
 		if ctx.Err() != nil {
 			g.cancelAsked(rel) // before cancel, which would make every call look cancelled

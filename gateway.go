@@ -74,6 +74,7 @@ type Gateway struct {
 	closed     bool
 
 	sessions *sessionSet      // the sessions that hear of changes
+	calling  callingSessions  // the sessions with calls in flight (cutoff.go)
 	subs     *subscriptions   // the sessions' subscriptions to resources
 	parked   *parkedExchanges // modern clients' calls waiting for their input
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
@@ -264,7 +265,10 @@ func (g *Gateway) EndStreams() { g.endQuiet() }
 
 // CutOff ends every call in flight: each is answered with an error saying
 // corral is shutting down. The front ends call it when shutdownTimeout ends.
-func (g *Gateway) CutOff() { g.cutOff() }
+func (g *Gateway) CutOff() {
+	g.cutOff()
+	g.cutCalls()
+}
 
 // Stop stops every backend in parallel with the stop ladder and blocks until
 // all their processes are gone and every goroutine the gateway started has
@@ -425,17 +429,11 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 		return nil
 	}
 	key := string(msg.ID)
-	ctx, cancelCause := context.WithCancelCause(ctx)
-	cancel := func() { cancelCause(context.Canceled) }
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
 	max := g.config().MaxInFlightPerSession
-	s.mu.Lock()
-	n := len(s.inflight)
-	_, dup := s.inflight[key]
-	if n < max && !dup {
-		s.inflight[key] = cancel
-	}
-	s.mu.Unlock()
+	n, dup := g.admit(s, key, cancel, max)
+	in.cancel = cancel
 	switch {
 	case dup:
 		// The specification forbids reusing an ID; counting calls by ID, the
@@ -444,13 +442,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	case n >= max:
 		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
 	}
-	defer context.AfterFunc(g.cut, func() { cancelCause(errShuttingDown) })()
-	defer func() {
-		s.mu.Lock()
-		delete(s.inflight, key)
-		delete(s.cancelled, key)
-		s.mu.Unlock()
-	}()
+	defer g.retire(s, key)
 	if send == nil {
 		send = s.send
 	}
@@ -492,10 +484,13 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
 	var p routing
 	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
-		p = routing{}
-		if err := json.Unmarshal(msg.Params, &p); err != nil {
+		// Into a routing of its own, so that p, which Unmarshal would
+		// make escape, stays on the stack in the plain form.
+		whole := new(routing)
+		if err := json.Unmarshal(msg.Params, whole); err != nil {
 			return nil, nil, nil, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must be an object: " + err.Error()}
 		}
+		p = *whole
 	}
 	token := p.Meta.Token
 	if string(token) == "null" {
@@ -553,7 +548,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 	outcome := outcomeOK
 	what := msg.Method
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		outcome = outcomeTimeout
 		r = errorReply(msg.ID, &wireError{Code: codeTimeout, Message: timeoutMessage(err, b.name, what, timeout)})
 	case errors.Is(context.Cause(ctx), errShuttingDown):

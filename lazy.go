@@ -260,13 +260,14 @@ func (e *startWaitError) Unwrap() error { return e.err }
 // waitError returns the error of a call that waited for the backend, in
 // state, until ctx ended.
 func (b *backend) waitError(ctx context.Context, state backendState, why string) error {
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ctx.Err()
+	err := ctxErr(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
 	if state == stateIdle {
 		state = stateStarting
 	}
-	return &startWaitError{server: b.name, state: state, why: why, err: ctx.Err()}
+	return &startWaitError{server: b.name, state: state, why: why, err: err}
 }
 
 // timeoutMessage says why a call to server timed out: the server did not

@@ -35,7 +35,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		"notifications/resources/updated": true,
 	}
 	subID := msg.ID
-	ls := &session{initialized: true, inflight: map[string]context.CancelFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
+	ls := &session{initialized: true, inflight: map[string]context.CancelCauseFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 	ls.notify = func(note []byte) {
 		var m struct {
 			Method string          `json:"method"`

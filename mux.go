@@ -229,7 +229,7 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 			m.cancel(id, context.Cause(ctx))
 		}
 		m.freePending(pc)
-		return nil, ctx.Err()
+		return nil, ctxErr(ctx)
 	}
 }
 
@@ -423,12 +423,14 @@ func (m *mux) readLoop(c msgConn) error {
 	for {
 		line, err := c.ReadMessage()
 		m.lastRead.Store(time.Now().UnixNano())
-		var tooLong *lineTooLongError
-		if errors.As(err, &tooLong) {
-			m.failTooLong(tooLong)
-			continue
-		}
 		if err != nil {
+			// Only here: tooLong escapes to the heap, and a line read
+			// well should not pay for it.
+			var tooLong *lineTooLongError
+			if errors.As(err, &tooLong) {
+				m.failTooLong(tooLong)
+				continue
+			}
 			return err
 		}
 		m.dispatch(line)

@@ -92,7 +92,7 @@ func (m *mux) put(ctx context.Context, line []byte, wait bool) error {
 		case <-m.done:
 			return m.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return ctxErr(ctx)
 		}
 		o.mu.Lock()
 	}

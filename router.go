@@ -24,6 +24,10 @@ type inbound struct {
 	// legacy client said them once, at initialize, to its session.
 	caps     capabilities
 	logLevel string
+	// cancel ends the context handle serves the request under, with a
+	// cause; handle sets it. The legacy era's forward ends it with
+	// context.DeadlineExceeded at requestTimeout (see armDeadline).
+	cancel context.CancelCauseFunc
 }
 
 // eraRules is what the gateway asks of a request's era: the little that

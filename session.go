@@ -26,19 +26,19 @@ type session struct {
 	mu              sync.Mutex
 	initialized     bool // initialize was answered: notifications may follow
 	protocolVersion string
-	clientCaps      capabilities                  // what the client declared in initialize
-	logLevel        string                        // set by logging/setLevel; "" if never
-	inflight        map[string]context.CancelFunc // by the client's raw request ID
-	cancelled       map[string]bool               // requests the client cancelled
-	nextOut         int64                         // the last ID of a request corral sent the client
-	outbound        map[int64]*outbound           // requests of servers waiting for the client's answer
-	ended           bool                          // endSession was called: nothing more is sent
+	clientCaps      capabilities                       // what the client declared in initialize
+	logLevel        string                             // set by logging/setLevel; "" if never
+	inflight        map[string]context.CancelCauseFunc // by the client's raw request ID
+	cancelled       map[string]bool                    // requests the client cancelled
+	nextOut         int64                              // the last ID of a request corral sent the client
+	outbound        map[int64]*outbound                // requests of servers waiting for the client's answer
+	ended           bool                               // endSession was called: nothing more is sent
 }
 
 // makeSession returns a session that sends what the client did not ask for
 // to notify (see session.notify). It is registered nowhere.
 func makeSession(notify func([]byte)) *session {
-	return &session{notify: notify, inflight: map[string]context.CancelFunc{},
+	return &session{notify: notify, inflight: map[string]context.CancelCauseFunc{},
 		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 }
 
@@ -67,7 +67,7 @@ func (s *session) cancelRequest(key string) {
 	}
 	s.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(context.Canceled)
 	}
 }
 
@@ -141,7 +141,7 @@ func (s *session) end() (waiting map[int64]*outbound, level string) {
 	defer s.mu.Unlock()
 	s.ended = true
 	for _, cancel := range s.inflight {
-		cancel()
+		cancel(context.Canceled)
 	}
 	waiting = s.outbound
 	s.outbound = map[int64]*outbound{}

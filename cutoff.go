@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"sync"
+)
+
+// callingSessions is the sessions with calls in flight: what CutOff
+// cancels at the end of shutdownTimeout. One set for the gateway, instead
+// of a context.AfterFunc on the cut context for every call, which cost
+// three allocations a call. A session is in it while its inflight map is
+// not empty (see Gateway.admit and Gateway.retire), whether or not it is
+// registered in the sessionSet: a modern request's session is not. Its
+// methods are safe for concurrent use; the zero value is empty.
+//
+// Lock order: a session's mu, then callingSessions.mu.
+type callingSessions struct {
+	mu  sync.Mutex
+	all map[*session]struct{}
+}
+
+func (cs *callingSessions) add(s *session) {
+	cs.mu.Lock()
+	if cs.all == nil {
+		cs.all = map[*session]struct{}{}
+	}
+	cs.all[s] = struct{}{}
+	cs.mu.Unlock()
+}
+
+func (cs *callingSessions) remove(s *session) {
+	cs.mu.Lock()
+	delete(cs.all, s)
+	cs.mu.Unlock()
+}
+
+func (cs *callingSessions) list() []*session {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	list := make([]*session, 0, len(cs.all))
+	for s := range cs.all {
+		list = append(list, s)
+	}
+	return list
+}
+
+// admit records the client's request key as in flight in session s, with
+// cancel to cancel it, unless the session already has max in flight or one
+// with the same key. It returns the number in flight before, and whether
+// key was in flight already; the call is admitted when neither stops it.
+// An admitted call made once CutOff has begun is cut off at once.
+func (g *Gateway) admit(s *session, key string, cancel context.CancelCauseFunc, max int) (n int, dup bool) {
+	s.mu.Lock()
+	n = len(s.inflight)
+	_, dup = s.inflight[key]
+	admitted := n < max && !dup
+	if admitted {
+		if n == 0 {
+			g.calling.add(s)
+		}
+		s.inflight[key] = cancel
+	}
+	s.mu.Unlock()
+	// CutOff cancels g.cut before it lists the sessions calling: a call
+	// added after the list sees the cut here.
+	if admitted && g.cut.Err() != nil {
+		cancel(errShuttingDown)
+	}
+	return n, dup
+}
+
+// retire forgets the client's request key in session s, once it has ended.
+func (g *Gateway) retire(s *session, key string) {
+	s.mu.Lock()
+	delete(s.inflight, key)
+	delete(s.cancelled, key)
+	if len(s.inflight) == 0 {
+		g.calling.remove(s)
+	}
+	s.mu.Unlock()
+}
+
+// cutCalls cancels every call in flight with errShuttingDown. CutOff
+// calls it once g.cut has ended.
+func (g *Gateway) cutCalls() {
+	for _, s := range g.calling.list() {
+		s.mu.Lock()
+		for _, cancel := range s.inflight {
+			cancel(errShuttingDown)
+		}
+		s.mu.Unlock()
+	}
+}
