@@ -22,6 +22,9 @@ const cpuProfileEnv = "CORRAL_CPUPROFILE"
 
 const cpuProfileSlice = 2 * time.Second
 
+// cpuProfileMaxPieces bounds the files a profile writes: an hour of pieces.
+const cpuProfileMaxPieces = 1800
+
 // startCPUProfile starts the CPU profiles cpuProfileEnv asks for, if any,
 // and returns the function that stops them; it writes the last piece and
 // joins the goroutine that cuts them. A profile that cannot be written is
@@ -38,6 +41,10 @@ func startCPUProfile() (stop func()) {
 		tick := time.NewTicker(cpuProfileSlice)
 		defer tick.Stop()
 		for n := 0; ; n++ {
+			if n == cpuProfileMaxPieces {
+				fmt.Fprintf(os.Stderr, "corral: %s: stopped after %d pieces\n", cpuProfileEnv, n)
+				return
+			}
 			f, err := os.Create(base + strconv.Itoa(n))
 			if err == nil {
 				err = pprof.StartCPUProfile(f)
