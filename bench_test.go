@@ -70,13 +70,7 @@ func BenchmarkToolsCallThroughCorralHTTP(b *testing.B) {
 // BenchmarkHTTPFloor is a plain net/http handler answering a canned result:
 // the cost of the HTTP round trip alone, with no gateway and no server.
 func BenchmarkHTTPFloor(b *testing.B) {
-	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	}))
-	defer ts.Close()
+	ts := startHTTPFloor(b)
 	hc := &http.Client{}
 	for i := 0; b.Loop(); i++ {
 		resp, err := hc.Post(ts.URL, "application/json", strings.NewReader(fmt.Sprintf(benchCall, i)))
@@ -86,6 +80,19 @@ func BenchmarkHTTPFloor(b *testing.B) {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// startHTTPFloor starts the floor's handler, which answers a canned result,
+// until the benchmark ends.
+func startHTTPFloor(b *testing.B) *httptest.Server {
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	}))
+	b.Cleanup(ts.Close)
+	return ts
 }
 
 // BenchmarkCrashRecovery measures, at default settings, the time from a

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"testing"
@@ -35,14 +33,7 @@ func BenchmarkToolsCallThroughCorralRawClient(b *testing.B) {
 }
 
 func BenchmarkHTTPFloorRawClient(b *testing.B) {
-	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(answer)
-	}))
-	defer ts.Close()
-	rc := dialRaw(b, ts.URL, "")
+	rc := dialRaw(b, startHTTPFloor(b).URL, "")
 	for i := 0; b.Loop(); i++ {
 		if body := rc.call(b, i); !bytes.Contains(body, []byte("hello")) {
 			b.Fatalf("answer %s", body)
