@@ -20,67 +20,6 @@ import (
 	"sync"
 )
 
-// AdminConfig holds the settings of the admin API. Its zero value turns it
-// off.
-type AdminConfig struct {
-	// Registration, if true, serves /admin/servers: servers may be
-	// registered and removed at runtime. It needs a bearer token.
-	Registration bool `json:"registration"`
-
-	// MaxDynamic bounds the servers registered at runtime at one time. If
-	// zero, 10.
-	MaxDynamic int `json:"maxDynamic"`
-}
-
-const defaultMaxDynamic = 10
-
-// maxDynamic returns MaxDynamic, or its default.
-func (a AdminConfig) maxDynamic() int { return firstSet(a.MaxDynamic, defaultMaxDynamic) }
-
-// UnmarshalJSON decodes the "admin" object, refusing keys it does not know
-// and values of the wrong type, with the key in the message.
-func (a *AdminConfig) UnmarshalJSON(data []byte) error {
-	var entry map[string]json.RawMessage
-	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
-		return fmt.Errorf(`want an object such as {"registration": true, "maxDynamic": 10}, got %s`, jsonKind(data))
-	}
-	known := []string{"maxDynamic", "registration"}
-	for _, key := range slices.Sorted(maps.Keys(entry)) {
-		var err error
-		switch key {
-		case "registration":
-			if err = json.Unmarshal(entry[key], &a.Registration); err != nil {
-				err = fmt.Errorf("registration: want true or false, got %s", jsonKind(entry[key]))
-			}
-		case "maxDynamic":
-			if err = json.Unmarshal(entry[key], &a.MaxDynamic); err != nil {
-				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
-			}
-		default:
-			if near, ok := nearest(key, known); ok {
-				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
-			} else {
-				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// validateAdmin checks the "admin" settings of c: registration runs
-// commands, so it is allowed only behind a bearer token.
-func (p *parser) validateAdmin(c *Config) {
-	if c.Admin.MaxDynamic < 0 {
-		p.errorf("", "admin.maxDynamic", "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", c.Admin.MaxDynamic, defaultMaxDynamic)
-	}
-	if c.Admin.Registration && c.AuthTokenFile == "" && c.AuthTokenEnv == "" {
-		p.errorf("", "admin.registration", "needs a bearer token: whoever may register a server runs a command as corral's user; set authTokenFile or authTokenEnv, or remove admin.registration")
-	}
-}
-
 // parseRegistration parses body, a POST to /admin/servers: a server entry,
 // as in mcpServers, with its "name". It is validated exactly as the config
 // file's entries are, by the same parser (relative paths from the config
@@ -231,3 +170,7 @@ func (g *Gateway) unregister(name string) error {
 	g.reload(&next)
 	return nil
 }
+
+// adminServersPath is the admin API's collection of servers; a server is
+// at adminServersPath + "/" + its name.
+const adminServersPath = "/admin/servers"

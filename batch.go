@@ -173,9 +173,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 	if s == nil {
 		return
 	}
-	s.mu.Lock()
-	version := s.protocolVersion
-	s.mu.Unlock()
+	version := s.version()
 	if version != batchVersion {
 		writeJSONError(w, nil, batchRefusal(version))
 		return
@@ -259,9 +257,7 @@ func (h *httpFrontEnd) streamBatch(w http.ResponseWriter, r *http.Request, s *ht
 // the last is ready (none if there is none to send). Anything else gets the
 // error that says why.
 func (f *stdioFrontEnd) serveBatch(line []byte) {
-	f.session.mu.Lock()
-	version := f.session.protocolVersion
-	f.session.mu.Unlock()
+	version := f.session.version()
 	if version != batchVersion {
 		f.lines <- errorReply(nil, batchRefusal(version))
 		return

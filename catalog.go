@@ -24,12 +24,6 @@ func qualify(k kind, q, name string) string {
 	return q + toolSeparator + name
 }
 
-// backendItem is one item as its server listed it.
-type backendItem struct {
-	name string          // the server's name for it: a name, a URI or a URI template
-	raw  json.RawMessage // the object as the server sent it
-}
-
 // catalog is what clients see of every server's lists. It is immutable once
 // built.
 type catalog struct {

@@ -174,38 +174,6 @@ func (c *catalogCache) removeOld() {
 	}
 }
 
-// cached returns what the upstream knows of the server, for the cache.
-func (u *upstream) cached(instructions string) *cachedCatalog {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	cc := &cachedCatalog{Version: catalogCacheVersion, Server: u.server, Capabilities: u.caps, Instructions: instructions, Lists: map[string][]json.RawMessage{}}
-	for k := range numKinds {
-		for _, it := range u.lists[k] {
-			cc.Lists[kinds[k].field] = append(cc.Lists[kinds[k].field], it.raw)
-		}
-	}
-	return cc
-}
-
-// restore makes the upstream know what cc, a checked cache file, holds, as
-// if the server had said it in a handshake.
-func (u *upstream) restore(cc *cachedCatalog) {
-	var lists [numKinds][]backendItem
-	for k := range numKinds {
-		for _, raw := range cc.Lists[kinds[k].field] {
-			name, _ := itemName(k, raw) // load checked it
-			lists[k] = append(lists[k], backendItem{name: name, raw: raw})
-		}
-	}
-	caps := cc.Capabilities
-	if caps == nil {
-		caps = capabilities{}
-	}
-	u.mu.Lock()
-	u.lists, u.caps = lists, caps
-	u.mu.Unlock()
-}
-
 // catalogSource says where a server's catalog comes from, for the log.
 func catalogSource(err error) string {
 	if errors.Is(err, fs.ErrNotExist) {

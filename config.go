@@ -639,3 +639,76 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("want a duration like \"90s\" or a number of seconds, got %s", kind)
 	}
 }
+
+// AdminConfig holds the settings of the admin API. Its zero value turns it
+// off.
+type AdminConfig struct {
+	// Registration, if true, serves /admin/servers: servers may be
+	// registered and removed at runtime. It needs a bearer token.
+	Registration bool `json:"registration"`
+
+	// MaxDynamic bounds the servers registered at runtime at one time. If
+	// zero, 10.
+	MaxDynamic int `json:"maxDynamic"`
+}
+
+const defaultMaxDynamic = 10
+
+// maxDynamic returns MaxDynamic, or its default.
+func (a AdminConfig) maxDynamic() int { return firstSet(a.MaxDynamic, defaultMaxDynamic) }
+
+// UnmarshalJSON decodes the "admin" object, refusing keys it does not know
+// and values of the wrong type, with the key in the message.
+func (a *AdminConfig) UnmarshalJSON(data []byte) error {
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
+		return fmt.Errorf(`want an object such as {"registration": true, "maxDynamic": 10}, got %s`, jsonKind(data))
+	}
+	known := []string{"maxDynamic", "registration"}
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
+		var err error
+		switch key {
+		case "registration":
+			if err = json.Unmarshal(entry[key], &a.Registration); err != nil {
+				err = fmt.Errorf("registration: want true or false, got %s", jsonKind(entry[key]))
+			}
+		case "maxDynamic":
+			if err = json.Unmarshal(entry[key], &a.MaxDynamic); err != nil {
+				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
+			}
+		default:
+			if near, ok := nearest(key, known); ok {
+				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
+			} else {
+				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The server scopes.
+const (
+	scopeShared  = "shared"  // one process for every session (the default)
+	scopeSession = "session" // one process per session
+)
+
+// defaultMaxInstances bounds the processes of one session-scoped server
+// when its config does not: a process per session, and sixteen sessions
+// of one server are many for one machine (each Node server holds 50-150 MB).
+const defaultMaxInstances = 16
+
+// sessionScoped reports whether the server runs a process per session.
+func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
+
+// maxInstances returns the bound on the server's processes: its
+// maxInstances, or defaultMaxInstances if zero.
+func (s *ServerConfig) maxInstances() int {
+	if s.MaxInstances > 0 {
+		return s.MaxInstances
+	}
+	return defaultMaxInstances
+}

@@ -614,3 +614,38 @@ func levenshtein(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// validateAdmin checks the "admin" settings of c: registration runs
+// commands, so it is allowed only behind a bearer token.
+func (p *parser) validateAdmin(c *Config) {
+	if c.Admin.MaxDynamic < 0 {
+		p.errorf("", "admin.maxDynamic", "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", c.Admin.MaxDynamic, defaultMaxDynamic)
+	}
+	if c.Admin.Registration && c.AuthTokenFile == "" && c.AuthTokenEnv == "" {
+		p.errorf("", "admin.registration", "needs a bearer token: whoever may register a server runs a command as corral's user; set authTokenFile or authTokenEnv, or remove admin.registration")
+	}
+}
+
+// validateScope checks the server's scope and maxInstances.
+func (p *parser) validateScope(name string, s *ServerConfig) {
+	switch s.Scope {
+	case "", scopeShared, scopeSession:
+	default:
+		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
+	}
+	if s.sessionScoped() && s.URL != "" {
+		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
+	}
+	if s.sessionScoped() && s.Prerequisite != nil {
+		// A managed prerequisite lives as long as one run of its server, so
+		// the first session's process to stop would stop the prerequisite
+		// every other session's process uses.
+		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
+	}
+	switch {
+	case s.MaxInstances < 0:
+		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
+	case s.MaxInstances > 0 && !s.sessionScoped():
+		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
+	}
+}

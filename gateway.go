@@ -115,7 +115,15 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	return g
 }
 
-// backendList returns the backends, sorted by name.
+// currentCatalog returns the catalog in force. A catalog is never changed
+// once built: a rebuild replaces it whole.
+func (g *Gateway) currentCatalog() *catalog {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cat
+}
+
+// backendList returns the backends in force, sorted by name.
 func (g *Gateway) backendList() []*backend {
 	g.mu.Lock()
 	defer g.mu.Unlock()

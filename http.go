@@ -463,6 +463,13 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 	answer(modernStatus(a), a)
 }
 
+// session returns the session whose ID is id, or nil.
+func (h *httpFrontEnd) session(id string) *httpSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
+}
+
 // lookupSession returns the session named by the request's Mcp-Session-Id, or
 // writes the error the specification asks for and returns nil.
 func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *httpSession {
@@ -471,9 +478,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "missing Mcp-Session-Id header; send initialize first to open a session")
 		return nil
 	}
-	h.mu.Lock()
-	s := h.sessions[id]
-	h.mu.Unlock()
+	s := h.session(id)
 	if s == nil || s.sse != nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil

@@ -12,11 +12,6 @@ import (
 // length, so that net/http sends headers and body in one write to the
 // connection, never chunked.
 
-// versionHeader is the name of the MCP-Protocol-Version header in the
-// canonical form net/http keys headers by: Header.Get with any other
-// spelling makes the canonical one anew on every call.
-const versionHeader = "Mcp-Protocol-Version"
-
 // exactBodyBytes bounds the buffer allocated for a request body before its
 // bytes arrive: a body that declares a length up to it is read into one
 // buffer of that length; a larger one, or one of unknown length, into a

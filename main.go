@@ -28,9 +28,6 @@ import (
 	"time"
 )
 
-// version is corral's version, reported by -version and in serverInfo.
-var version = "0.1.0-dev"
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == shimArg {
 		os.Exit(runShim(argOrEmpty(2)))

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // Server scopes. A server with "scope": "session" runs one process for
@@ -26,75 +25,6 @@ import (
 // marks its processes with a name of its own (name#N), so that its sweep
 // spares the other sessions' processes of the server.
 
-// The server scopes.
-const (
-	scopeShared  = "shared"  // one process for every session (the default)
-	scopeSession = "session" // one process per session
-)
-
-// defaultMaxInstances bounds the processes of one session-scoped server
-// when its config does not: a process per session, and sixteen sessions
-// of one server are many for one machine (each Node server holds 50-150 MB).
-const defaultMaxInstances = 16
-
-// sessionScoped reports whether the server runs a process per session.
-func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
-
-// maxInstances returns the bound on the server's processes: its
-// maxInstances, or defaultMaxInstances if zero.
-func (s *ServerConfig) maxInstances() int {
-	if s.MaxInstances > 0 {
-		return s.MaxInstances
-	}
-	return defaultMaxInstances
-}
-
-// validateScope checks the server's scope and maxInstances.
-func (p *parser) validateScope(name string, s *ServerConfig) {
-	switch s.Scope {
-	case "", scopeShared, scopeSession:
-	default:
-		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
-	}
-	if s.sessionScoped() && s.URL != "" {
-		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
-	}
-	if s.sessionScoped() && s.Prerequisite != nil {
-		// A managed prerequisite lives as long as one run of its server, so
-		// the first session's process to stop would stop the prerequisite
-		// every other session's process uses.
-		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
-	}
-	switch {
-	case s.MaxInstances < 0:
-		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
-	case s.MaxInstances > 0 && !s.sessionScoped():
-		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
-	}
-}
-
-// backendScope is what a backend of a session-scoped server holds beyond a
-// shared server's. It is data only: the backend reads marker, and the
-// gateway the rest.
-type backendScope struct {
-	// On a session's backend:
-	marker  string   // the server's name in its processes' marker: name#N
-	catalog *backend // the server's catalog backend, whose metrics count this one's calls
-
-	// On the catalog backend:
-	instances atomic.Int64 // the server's processes for sessions not yet stopped
-	listed    atomic.Bool  // the probe listed the server and was stopped
-}
-
-// markerName returns the server name in the marker of b's processes (see
-// markerEnv): its own for a session's backend, else the server's.
-func (b *backend) markerName() string {
-	if b.scope != nil && b.scope.marker != "" {
-		return b.scope.marker
-	}
-	return b.name
-}
-
 // counted returns the call metrics that count b's calls: a session's
 // backend's count as its server's.
 func (b *backend) counted() *callMetrics {
@@ -102,18 +32,6 @@ func (b *backend) counted() *callMetrics {
 		return &b.scope.catalog.metrics
 	}
 	return &b.metrics
-}
-
-// reportScope completes h, the health of the catalog backend of a
-// session-scoped server whose state is state, with its scope and number of
-// processes. Once its probe has listed it, the server is ready: a
-// session's call starts a process of its own. The caller holds b.mu.
-func (sc *backendScope) reportScope(h *health, state backendState) {
-	n := sc.instances.Load()
-	h.Scope, h.Instances = scopeSession, &n
-	if state == stateStopped && sc.listed.Load() {
-		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
-	}
 }
 
 // scopedServers are the session-scoped servers' pools of processes, by
@@ -270,9 +188,7 @@ func (p *instancePool) get(s *session) (*backend, *wireError) {
 	if b := p.bySession[s]; b != nil {
 		return b, nil
 	}
-	s.mu.Lock()
-	ended := s.ended
-	s.mu.Unlock()
+	ended := s.hasEnded()
 	c := p.catalog
 	switch max := c.cfg.maxInstances(); {
 	case p.closed:
@@ -395,9 +311,7 @@ func (se sessionEvents) backendChanged() {}
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {
 	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see forgetServerTasks
-	se.s.mu.Lock()
-	level := se.s.logLevel
-	se.s.mu.Unlock()
+	_, level := se.s.client()
 	b.setLogLevel(level)
 	if m.modern.Load() {
 		return // its listen request carries the subscriptions
@@ -418,13 +332,12 @@ func (se sessionEvents) backendReady(b *backend, m *mux) {
 // session's own stream.
 func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	info, known := methods[msg.Method]
-	if len(m.relatedCalls()) > 0 || !known || info.from != fromServer || info.notification {
+	if len(m.callers()) > 0 || !known || info.from != fromServer || info.notification {
 		se.g.serverRequest(b, m, msg)
 		return
 	}
-	se.s.mu.Lock()
-	rel := &related{s: se.s, caps: se.s.clientCaps}
-	se.s.mu.Unlock()
+	caps, _ := se.s.client()
+	rel := &related{s: se.s, caps: caps}
 	rel.setSend(se.s.send)
 	se.g.passRequest(b, m, msg, rel)
 }
@@ -437,9 +350,8 @@ func (se sessionEvents) serverLog(b *backend, params json.RawMessage) {
 		Logger string `json:"logger"`
 	}
 	json.Unmarshal(params, &p)
-	se.s.mu.Lock()
-	want := slices.Index(logLevels, se.s.logLevel)
-	se.s.mu.Unlock()
+	_, level := se.s.client()
+	want := slices.Index(logLevels, level)
 	if level := slices.Index(logLevels, p.Level); level < 0 || want < 0 || want > level {
 		return
 	}
@@ -488,9 +400,7 @@ func (se sessionEvents) subscribedURIs(server string) []string {
 func (g *Gateway) applyScopedLogLevels() {
 	for _, p := range g.scopes.all() {
 		for s, b := range p.owners() {
-			s.mu.Lock()
-			level := s.logLevel
-			s.mu.Unlock()
+			_, level := s.client()
 			b.setLogLevel(level)
 		}
 	}
@@ -512,9 +422,7 @@ func (p *instancePool) owners() map[*session]*backend {
 // 2026-07-28 listen request's session, which never initialized, gets
 // errNeedsSession: its subscription would start a process of its own.
 func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
-	s.mu.Lock()
-	sessionless := s.protocolVersion == ""
-	s.mu.Unlock()
+	sessionless := s.version() == ""
 	inst, werr := g.scoped(s, sessionless, b)
 	if werr != nil {
 		return nil, werr

@@ -14,10 +14,11 @@ import (
 // (its outbound queue) and the log level it asked for. Its methods are safe
 // for concurrent use.
 //
-// Lock order: a session's mu is taken under sessionSet.mu and under the
-// HTTP front end's mu (httpFrontEnd.expireIdle), never the other way round,
-// and is held only to read or change the session's fields: no other lock
-// is taken while it is held.
+// Lock order: a session's mu is taken under sessionSet.mu, under the HTTP
+// front end's mu (httpFrontEnd.expireIdle) and under an instancePool's mu,
+// never the other way round. It is held only to read or change the
+// session's fields; the one lock taken under it is callingSessions.mu
+// (admit, retire), a leaf.
 type session struct {
 	// notify sends a message the client did not ask for (a list_changed
 	// notification). It must not block. If nil, such messages are dropped.
@@ -122,6 +123,70 @@ func (s *session) about(rel *related) []*outbound {
 		}
 	}
 	return out
+}
+
+// version returns the protocol version the session agreed in initialize,
+// or "" if it never did (a 2026-07-28 request's session).
+func (s *session) version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.protocolVersion
+}
+
+// client returns what the client declared in initialize and the least
+// severe log level it asked for ("" if it never did).
+func (s *session) client() (caps capabilities, logLevel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clientCaps, s.logLevel
+}
+
+// hasEnded reports whether end was called.
+func (s *session) hasEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// admit records the client's request key as in flight, with cancel to
+// cancel it, unless the session already has max in flight or one with the
+// same key. It returns the number in flight before, and whether key was in
+// flight already; the call is admitted when neither stops it. The first
+// call in flight adds the session to calling, under the session's mu, so
+// that calling holds exactly the sessions with calls in flight.
+func (s *session) admit(key string, cancel context.CancelCauseFunc, max int, calling *callingSessions) (n int, dup bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = len(s.inflight)
+	_, dup = s.inflight[key]
+	if n < max && !dup {
+		if n == 0 {
+			calling.add(s)
+		}
+		s.inflight[key] = cancel
+	}
+	return n, dup
+}
+
+// retire forgets the client's request key, once it has ended; the last
+// call in flight removes the session from calling.
+func (s *session) retire(key string, calling *callingSessions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, key)
+	delete(s.cancelled, key)
+	if len(s.inflight) == 0 {
+		calling.remove(s)
+	}
+}
+
+// cancelCalls cancels every call in flight with cause.
+func (s *session) cancelCalls(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.inflight {
+		cancel(cause)
+	}
 }
 
 // waiting returns the number of requests of servers waiting for the
@@ -383,14 +448,12 @@ func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
 // (corral cannot tell whose a message is).
 func modernLogger(b *backend) *related {
 	var mine *related
-	b.mu.Lock()
-	m := b.mux
-	b.mu.Unlock()
+	m := b.currentRun()
 	if m == nil {
 		return nil
 	}
-	for _, r := range m.relatedCalls() {
-		if r.modern && r.logLevel != "" {
+	for _, c := range m.callers() {
+		if r := c.(*related); r.modern && r.logLevel != "" {
 			if mine != nil {
 				return nil
 			}

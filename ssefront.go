@@ -286,9 +286,7 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return
 	}
-	h.mu.Lock()
-	s := h.sessions[id]
-	h.mu.Unlock()
+	s := h.session(id)
 	if s == nil || s.sse == nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; open a new one with GET "+sseFrontPath)
 		return

@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// protocolVersions are the MCP versions corral speaks, newest first.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
 // clientCapabilities are the capabilities corral declares to a legacy
 // server: those its clients may have. A request that needs one goes to the
 // client whose call the server is serving, if that client declared it
@@ -480,11 +477,18 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 	}
 }
 
+// modernClient is what a 2026-07-28 server is told of the client a request
+// is for, in its _meta; the gateway's caller of a client's request has it.
+type modernClient interface {
+	clientCaps() capabilities
+	clientLogLevel() string
+}
+
 // modernParams returns params with the _meta a modern server needs: the
-// protocol version, the client's capabilities (those in rel, or none for
+// protocol version, the client's capabilities (those of c, or none for
 // corral's own requests), corral's identity unless the client gave its own,
 // and the log level the client wants, if any.
-func modernParams(params json.RawMessage, rel *related) json.RawMessage {
+func modernParams(params json.RawMessage, c caller) json.RawMessage {
 	var fields map[string]json.RawMessage
 	json.Unmarshal(params, &fields)
 	if fields == nil {
@@ -496,18 +500,59 @@ func modernParams(params json.RawMessage, rel *related) json.RawMessage {
 		meta = map[string]json.RawMessage{}
 	}
 	meta[metaVersion], _ = json.Marshal(modernVersion)
-	caps := capabilities{}
-	if rel != nil && rel.caps != nil {
-		caps = rel.caps
+	caps, logLevel := capabilities{}, ""
+	if mc, ok := c.(modernClient); ok {
+		if mc.clientCaps() != nil {
+			caps = mc.clientCaps()
+		}
+		logLevel = mc.clientLogLevel()
 	}
 	meta[metaCaps], _ = json.Marshal(caps)
 	if meta[metaClientInfo] == nil {
 		meta[metaClientInfo], _ = json.Marshal(map[string]string{"name": "corral", "version": version})
 	}
-	if rel != nil && rel.logLevel != "" {
-		meta[metaLogLevel], _ = json.Marshal(rel.logLevel)
+	if logLevel != "" {
+		meta[metaLogLevel], _ = json.Marshal(logLevel)
 	}
 	fields["_meta"], _ = json.Marshal(meta)
 	out, _ := json.Marshal(fields)
 	return out
+}
+
+// backendItem is one item as its server listed it.
+type backendItem struct {
+	name string          // the server's name for it: a name, a URI or a URI template
+	raw  json.RawMessage // the object as the server sent it
+}
+
+// cached returns what the upstream knows of the server, for the cache.
+func (u *upstream) cached(instructions string) *cachedCatalog {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cc := &cachedCatalog{Version: catalogCacheVersion, Server: u.server, Capabilities: u.caps, Instructions: instructions, Lists: map[string][]json.RawMessage{}}
+	for k := range numKinds {
+		for _, it := range u.lists[k] {
+			cc.Lists[kinds[k].field] = append(cc.Lists[kinds[k].field], it.raw)
+		}
+	}
+	return cc
+}
+
+// restore makes the upstream know what cc, a checked cache file, holds, as
+// if the server had said it in a handshake.
+func (u *upstream) restore(cc *cachedCatalog) {
+	var lists [numKinds][]backendItem
+	for k := range numKinds {
+		for _, raw := range cc.Lists[kinds[k].field] {
+			name, _ := itemName(k, raw) // load checked it
+			lists[k] = append(lists[k], backendItem{name: name, raw: raw})
+		}
+	}
+	caps := cc.Capabilities
+	if caps == nil {
+		caps = capabilities{}
+	}
+	u.mu.Lock()
+	u.lists, u.caps = lists, caps
+	u.mu.Unlock()
 }
