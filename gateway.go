@@ -489,7 +489,7 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
-func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
+func (g *Gateway) route(ctx context.Context, v *view, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
 	var p routing
 	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
 		// Into a routing of its own, so that p, which Unmarshal would
@@ -504,25 +504,25 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 	if string(token) == "null" {
 		token = nil
 	}
-	b, params, werr := g.routeTo(ctx, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
+	b, params, werr := g.routeTo(ctx, v, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
 	return b, params, token, werr
 }
 
 // routeTo is route with the params decoded: name, uri, and a completion's
 // ref. The method's routing member (see methods) says which of them routes
 // it.
-func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+func (g *Gateway) routeTo(ctx context.Context, v *view, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
 	info := methods[msg.Method]
 	var b *backend
 	var params json.RawMessage
 	var werr *wireError
 	switch info.member {
 	case routeName:
-		b, params, werr = g.routeByName(ctx, msg, info.kind, name)
+		b, params, werr = g.routeByName(ctx, v, msg, info.kind, name)
 	case routeURI:
-		b, params, werr = g.routeByURI(ctx, msg, uri)
+		b, params, werr = g.routeByURI(ctx, v, msg, uri)
 	default:
-		b, params, werr = g.routeByRef(ctx, msg, refType, refName, refURI)
+		b, params, werr = g.routeByRef(ctx, v, msg, refType, refName, refURI)
 	}
 	if werr != nil {
 		return nil, nil, werr

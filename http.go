@@ -148,12 +148,29 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized reports whether the request carries the configured bearer
 // token, compared in constant time, or no token is configured.
 func (h *httpFrontEnd) authorized(r *http.Request) bool {
+	_, ok := h.authenticate(r)
+	return ok
+}
+
+// authenticate returns who sent r, and whether r may be served: the holder
+// of the bearer token, when r carries the configured one (compared in
+// constant time); anyone, when no token is configured.
+func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
 	token := h.gw.config().token
 	if token == "" {
-		return true
+		return anonymousPrincipal, true
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		return principal{}, false
+	}
+	return tokenPrincipal, true
+}
+
+// principalOf returns who sent r, a request ServeHTTP has authorized.
+func (h *httpFrontEnd) principalOf(r *http.Request) principal {
+	who, _ := h.authenticate(r)
+	return who
 }
 
 // bearerToken returns the token of an Authorization header value in the
@@ -292,7 +309,7 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
 		return nil
 	}
-	s := h.newSession()
+	s := h.newSession(h.principalOf(r))
 	if s == nil {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
 			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
@@ -452,7 +469,7 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
-	s := h.gw.detachedSession()
+	s := h.gw.detachedSession(h.principalOf(r))
 	a, streamed := h.call(w, r, s, in, nil)
 	if streamed {
 		return
@@ -487,10 +504,11 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 	return s
 }
 
-// newSession opens a session, or returns nil when maxSessions are open.
-func (h *httpFrontEnd) newSession() *httpSession {
+// newSession opens a session of who's, or returns nil when maxSessions are
+// open.
+func (h *httpFrontEnd) newSession(who principal) *httpSession {
 	s := &httpSession{}
-	return h.addSession(s, func(msg []byte) {
+	return h.addSession(s, who, func(msg []byte) {
 		select {
 		case s.eventQueue() <- msg:
 		default:
@@ -503,7 +521,7 @@ func (h *httpFrontEnd) newSession() *httpSession {
 // returns s, or nil (s not registered, no gateway session) when maxSessions
 // are open. Both front ends (Streamable HTTP and legacy SSE) open sessions
 // through it, so that they count against one maxSessions.
-func (h *httpFrontEnd) addSession(s *httpSession, deliver func(msg []byte)) *httpSession {
+func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	s.id = hex.EncodeToString(b[:])
@@ -516,7 +534,7 @@ func (h *httpFrontEnd) addSession(s *httpSession, deliver func(msg []byte)) *htt
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
-	s.session = h.gw.newSession(deliver)
+	s.session = h.gw.newSession(deliver, who)
 	return s
 }
 

@@ -74,6 +74,7 @@ var layerTable = []layer{
 		"gateway.go: Gateway: wiring, Start, Stop, Reload",
 		"status.go: the snapshot the status page reads",
 		"containment.go: what corral says of its servers' containment",
+		"principal.go: who sent a request, and the view of the catalog they see",
 		"session.go: one client's conversation",
 		"listen.go: subscriptions/listen, 2026-07-28's way to hear of changes",
 		"cutoff.go: the sessions with calls in flight, for Stop's cut-off",

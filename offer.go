@@ -70,17 +70,17 @@ func (g *Gateway) capabilities() map[string]any {
 }
 
 // list answers a list request of kind k with a page of the aggregated
-// catalog, with meta as its _meta if not nil (see catalog.page). It waits,
+// catalog as view v sees it, with meta as its _meta if not nil (see catalog.page). It waits,
 // until ctx ends, for backends still in their first start, so that a
 // client that connects early sees everything.
-func (g *Gateway) list(ctx context.Context, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
+func (g *Gateway) list(ctx context.Context, v *view, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
 	g.waitFirstStarts(ctx)
 	cat := g.currentCatalog()
 	size := g.pageSize
 	if size <= 0 {
 		size = defaultPageSize
 	}
-	return cat.page(k, params, size, meta)
+	return cat.page(v, k, params, size, meta)
 }
 
 // waitFirstStarts waits until every backend's first start has succeeded or

@@ -24,6 +24,10 @@ type session struct {
 	// notification). It must not block. If nil, such messages are dropped.
 	notify func(msg []byte)
 
+	// who sent the session's requests, set by the front end that opened
+	// it; never changed (principal.go).
+	who principal
+
 	mu              sync.Mutex
 	initialized     bool // initialize was answered: notifications may follow
 	protocolVersion string
@@ -36,10 +40,10 @@ type session struct {
 	ended           bool                               // endSession was called: nothing more is sent
 }
 
-// makeSession returns a session that sends what the client did not ask for
-// to notify (see session.notify). It is registered nowhere.
-func makeSession(notify func([]byte)) *session {
-	return &session{notify: notify, inflight: map[string]context.CancelCauseFunc{},
+// makeSession returns a session of who's that sends what the client did not
+// ask for to notify (see session.notify). It is registered nowhere.
+func makeSession(notify func([]byte), who principal) *session {
+	return &session{notify: notify, who: who, inflight: map[string]context.CancelCauseFunc{},
 		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 }
 
@@ -310,17 +314,27 @@ func (ss *sessionSet) wantedLogLevel() string {
 	return logLevels[best]
 }
 
-// newSession registers a session so that it hears of catalog changes.
-func (g *Gateway) newSession(notify func([]byte)) *session {
-	s := makeSession(notify)
+// listeningSession returns a session of who's for a 2026-07-28 client's
+// subscriptions/listen: initialized, so that it hears of changes, which go
+// to notify. It is registered nowhere.
+func listeningSession(notify func([]byte), who principal) *session {
+	s := makeSession(notify, who)
+	s.initialized = true
+	return s
+}
+
+// newSession registers a session of who's so that it hears of catalog
+// changes.
+func (g *Gateway) newSession(notify func([]byte), who principal) *session {
+	s := makeSession(notify, who)
 	g.sessions.add(s)
 	return s
 }
 
-// detachedSession returns a session for one modern request: it hears of
-// nothing else.
-func (g *Gateway) detachedSession() *session {
-	return makeSession(nil)
+// detachedSession returns a session for one modern request of who's: it
+// hears of nothing else.
+func (g *Gateway) detachedSession(who principal) *session {
+	return makeSession(nil, who)
 }
 
 // endSession cancels the session's calls in flight, answers the servers'

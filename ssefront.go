@@ -152,7 +152,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
 	}
-	s := h.newSSEFrontSession()
+	s := h.newSSEFrontSession(h.principalOf(r))
 	if s == nil {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
 			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); close a stream, or try again later", h.gw.config().MaxSessions))
@@ -176,16 +176,17 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	<-idle
 }
 
-// newSSEFrontSession opens a legacy SSE session, or returns nil when maxSessions
-// are open. Its stream is counted open: serveSSEFront uncounts it.
-func (h *httpFrontEnd) newSSEFrontSession() *httpSession {
+// newSSEFrontSession opens a legacy SSE session of who's, or returns nil
+// when maxSessions are open. Its stream is counted open: serveSSEFront
+// uncounts it.
+func (h *httpFrontEnd) newSSEFrontSession(who principal) *httpSession {
 	max := h.sseQueueBytes.Load()
 	if max <= 0 {
 		max = defaultSSEFrontQueueBytes
 	}
 	s := &httpSession{sse: newSSEFrontQueue(max)}
 	s.streams.Add(1)
-	return h.addSession(s, func(msg []byte) { s.sse.push(&reply{head: msg}) })
+	return h.addSession(s, who, func(msg []byte) { s.sse.push(&reply{head: msg}) })
 }
 
 // pumpSSEFront writes the endpoint event, then the session's messages as

@@ -59,7 +59,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 	f.callCtx, f.cancelCalls = context.WithCancel(context.Background())
 	defer f.cancelCalls()
 	writerDone := f.startWriter(out)
-	f.session = gw.newSession(f.notify)
+	f.session = gw.newSession(f.notify, stdioPrincipal)
 	reads := f.startReader(in, maxLine)
 	f.serve(ctx, reads)
 	f.finish(writerDone)
