@@ -175,6 +175,9 @@ func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 		return
 	}
 	p.pid = cmd.Process.Pid
+	// Unreaped until Wait below, the PID names this process: from now on
+	// it cannot leave its cgroup unseen.
+	p.spec.cgroups.tie(p.pid, p.spec.name)
 	started <- nil
 	defer p.spec.reaper.reaped(p.pid)
 
@@ -220,6 +223,11 @@ func (p *process) signal(sig syscall.Signal) {
 // call blocks until the first has finished.
 func (p *process) Stop(hurry <-chan struct{}) {
 	p.stopOnce.Do(func() {
+		// While the server runs, what left its cgroup is still tied to it
+		// through its parents: kill that first.
+		if p.cg != nil {
+			p.spec.cgroups.killEscapees()
+		}
 		// "the client SHOULD initiate shutdown by first closing the input
 		// stream to the child process (the server)"
 		p.stdin.Close()

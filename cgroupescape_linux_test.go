@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, for a log.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startEscapingServer starts, in a cgroup of tree, a server (sh) whose child
+// moves itself into corral's own cgroup in every hierarchy, as a server of a
+// corral whose cgroups are delegated to its user may, clears its
+// environment and calls setsid. It returns the server, the child's PID, and
+// a function that reports whether the child has escaped; the child is killed
+// when the test ends, whatever happens.
+func startEscapingServer(t *testing.T, tree *cgroupTree, name string) (p *process, escapee int, escaped func() bool) {
+	t.Helper()
+	tools := map[string]string{}
+	for _, tool := range []string{"sh", "env", "setsid", "mv", "sleep", "cat"} {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("the escaping server needs %s: %v", tool, err)
+		}
+		tools[tool] = path
+	}
+	dir := t.TempDir()
+	pidFile, escapedFile := filepath.Join(dir, "escapee.pid"), filepath.Join(dir, "escaped")
+	child := filepath.Join(dir, "escape.sh")
+	// The child's PID file is renamed into place, so that it is read whole.
+	script := fmt.Sprintf(`echo $$ > %[1]s.tmp && %[2]s %[1]s.tmp %[1]s || exit 1
+for d in "$@"; do echo $$ > "$d/cgroup.procs" || exit 1; done
+exec %[3]s -i %[4]s %[5]s -c ': > "$0" && exec %[6]s 120' %[7]s
+`, pidFile, tools["mv"], tools["env"], tools["setsid"], tools["sh"], tools["sleep"], escapedFile)
+	if err := os.WriteFile(child, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if escapee > 0 {
+			killPinned(escapee, func() bool { return true })
+		}
+	})
+	var l Limits
+	if tree.enforceable(Limits{Pids: 64}) == nil {
+		l.Pids = 64 // the limit the child escapes
+	}
+	args := append([]string{"-c", tools["sh"] + ` "$0" "$@" & exec ` + tools["cat"], child}, tree.ownDirs()...)
+	p, err := startProcess(processSpec{name: name, command: tools["sh"], args: args,
+		stopGrace: 5 * time.Second, killGrace: time.Second, pipeDrain: 100 * time.Millisecond,
+		env: os.Environ(), log: testLogger(t), cgroups: tree, limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(nil) })
+	waitFor(t, 10*time.Second, "the child to write its PID", func() bool {
+		data, err := os.ReadFile(pidFile)
+		escapee, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && escapee > 0
+	})
+	return p, escapee, func() bool {
+		_, err := os.Stat(escapedFile)
+		return err == nil
+	}
+}
+
+// checkEscaped fails t unless the escapee, a child of the server p, is out
+// of p's cgroup, in a session of its own, and without corral's markers.
+func checkEscaped(t *testing.T, p *process, escapee int) {
+	t.Helper()
+	if pids, _ := cgroupPIDs(p.cg.dirs[0]); slices.Contains(pids, escapee) {
+		t.Fatalf("the child %d is still in the server's cgroup %s: the test escapes nothing", escapee, p.cg.dirs[0])
+	}
+	if s, _ := readStat(escapee); s.ppid != p.pid {
+		t.Fatalf("the child's parent is %d, want the server %d", s.ppid, p.pid)
+	}
+	if sid := sessionOf(t, escapee); sid != escapee {
+		t.Fatalf("the child's session is %d, want one of its own", sid)
+	}
+	if env := environ(t, escapee); env[envInstance] != "" || env[envServer] != "" {
+		t.Fatalf("the child's environment = %v, want no marker", env)
+	}
+}
+
+func TestAChildThatLeftItsServersCgroupIsKilledWhenTheServerStops(t *testing.T) {
+	for name, tree := range needCgroups(t) {
+		t.Run(name, func(t *testing.T) {
+			var log syncBuffer
+			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), time.Hour) // no periodic look in time
+			p, escapee, escaped := startEscapingServer(t, tree, "leaky")
+			waitFor(t, 10*time.Second, "the child to escape", escaped)
+			checkEscaped(t, p, escapee)
+			p.Stop(nil)
+			if alive(escapee) {
+				t.Errorf("the child %d that moved itself into corral's own cgroup is alive after the server stopped", escapee)
+			}
+			if want := fmt.Sprintf(`msg="killed a process that left its server's cgroup" server=leaky pid=%d`, escapee); !strings.Contains(log.String(), want) {
+				t.Errorf("log = %q, want it to contain %q", log.String(), want)
+			}
+		})
+	}
+}
+
+func TestAChildThatLeftItsServersCgroupIsKilledWhileTheServerRuns(t *testing.T) {
+	for name, tree := range needCgroups(t) {
+		t.Run(name, func(t *testing.T) {
+			var log syncBuffer
+			const every = 50 * time.Millisecond
+			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), every)
+			p, escapee, _ := startEscapingServer(t, tree, "leaky")
+			// It may be killed before it has escaped from every hierarchy:
+			// the log says it was judged to have left. A look every 50 ms: 5 s is a bound a loaded machine keeps.
+			want := fmt.Sprintf(`msg="killed a process that left its server's cgroup" server=leaky pid=%d`, escapee)
+			waitFor(t, 5*time.Second, "the escaped child to be killed, and the log to say so", func() bool {
+				return !alive(escapee) && strings.Contains(log.String(), want)
+			})
+			select {
+			case <-p.exited:
+				t.Errorf("the server exited (%s), want it running: only its escaped child is killed", p.exitDescription())
+			default:
+			}
+		})
+	}
+}
+
+// sessionOf returns the session of process pid, from /proc/PID/stat.
+func sessionOf(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	sid, _ := strconv.Atoi(f[3]) // state ppid pgrp session
+	return sid
+}
