@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -157,4 +159,75 @@ func sessionOf(t *testing.T, pid int) int {
 	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
 	sid, _ := strconv.Atoi(f[3]) // state ppid pgrp session
 	return sid
+}
+
+func TestAServerThatLeftItsOwnCgroupIsKilled(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("the escaping server needs sh: %v", err)
+	}
+	for name, tree := range needCgroups(t) {
+		t.Run(name, func(t *testing.T) {
+			var log syncBuffer
+			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), 50*time.Millisecond)
+			// The server moves itself out first thing, before anything it
+			// starts could be seen in its cgroup.
+			args := append([]string{"-c", `for d in "$@"; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec cat`, "server"}, tree.ownDirs()...)
+			p, err := startProcess(processSpec{name: "runaway", command: sh, args: args,
+				stopGrace: time.Second, killGrace: time.Second, pipeDrain: 100 * time.Millisecond,
+				env: os.Environ(), log: testLogger(t), cgroups: tree})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Stop(nil) })
+			select {
+			case <-p.exited:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the server that moved itself into corral's own cgroup still runs after 5 s")
+			}
+			if got, want := p.exitDescription(), "signal: killed"; got != want {
+				t.Errorf("the server ended with %q, want %q", got, want)
+			}
+			if want := fmt.Sprintf(`msg="killed a process that left its server's cgroup" server=runaway pid=%d`, p.pid); !strings.Contains(log.String(), want) {
+				t.Errorf("log = %q, want it to contain %q", log.String(), want)
+			}
+		})
+	}
+}
+
+func TestAShimHalfwayIntoItsCgroupsIsNotTakenForAnEscapee(t *testing.T) {
+	tree := needCgroups(t)["v1"]
+	if tree == nil || tree.enforceable(Limits{Pids: 64}) != nil {
+		t.Skip("needs cgroup v1 with a pids hierarchy: only there does a shim join the server's cgroups one at a time")
+	}
+	var log syncBuffer
+	tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), time.Hour)
+	cg, err := tree.create("halfway", Limits{Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cg.remove() })
+	// The shim joins the freezer cgroup, then blocks opening a FIFO that
+	// stands for the pids cgroup's cgroup.procs: it stays halfway in.
+	fifoDir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifoDir, "cgroup.procs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(shimSpec{Path: "/bin/true", Args: []string{"true"}, Cgroups: []string{cg.dirs[0], fifoDir}})
+	shim := exec.Command("/proc/self/exe", shimArg, string(spec))
+	if err := shim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		shim.Process.Kill()
+		shim.Wait()
+	})
+	waitFor(t, 10*time.Second, "the shim to join the freezer cgroup", func() bool {
+		pids, _ := cgroupPIDs(cg.dirs[0])
+		return slices.Contains(pids, shim.Process.Pid)
+	})
+	tree.killEscapees()
+	if !alive(shim.Process.Pid) {
+		t.Errorf("the shim was killed halfway into its cgroups; log: %s", log.String())
+	}
 }
