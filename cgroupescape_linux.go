@@ -2,8 +2,8 @@ package main
 
 // This file holds the watch for processes that leave their server's cgroup.
 // A server runs as corral's user, and where that user may create cgroups
-// (a delegated subtree) it may also write the cgroup.procs of corral's own
-// cgroup, or of another server's: a descendant that moves itself there
+// (root, or a delegated subtree) it may also write the cgroup.procs of
+// corral's own cgroup, or of another server's: a process that moves there
 // leaves its server's limits and is not killed with its server's cgroup. The
 // kernel offers no event for such a move, so corral looks: every
 // escapeWatchEvery, as each server's stop begins, and once more when corral
@@ -35,13 +35,14 @@ type procKey struct {
 }
 
 // escapeWatch finds the processes that left the cgroup of the server they
-// descend from, and kills them. A process descends from server S when it was
-// started as S's process (tie), or is in S's cgroup, or was seen there by an
-// earlier look, or its parent descends from S; it has left when one of its threads is outside S's
-// cgroup in a hierarchy where S has one. It judges only processes it can
-// tie to a server: corral's other descendants (prerequisites, and orphans
-// whose tie to a server it never saw) are left alone. Its methods are safe
-// for concurrent use and on a nil *escapeWatch, which does nothing.
+// descend from, and kills them. A process descends from server S when it
+// was started as S's process (tie), or is in S's cgroup, or was seen there
+// by an earlier look, or its parent descends from S; it has left when one
+// of its threads is outside S's cgroup in a hierarchy where S has one. It
+// judges only processes it can tie to a server: corral's other descendants
+// (prerequisites, and orphans whose tie to a server it never saw) are left
+// alone. Its methods are safe for concurrent use and on a nil
+// *escapeWatch, which does nothing.
 type escapeWatch struct {
 	mu     sync.Mutex
 	log    *slog.Logger       // nil until start: no look before
