@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -165,8 +166,9 @@ func (w *escapeWatch) look(t *cgroupTree) {
 func (w *escapeWatch) round(t *cgroupTree) (killed int) {
 	stats := map[int]procStat{}
 	kids := map[int][]int{}
+	var buf [1024]byte
 	for _, pid := range allPIDs() {
-		if s, ok := readStat(pid); ok && s.state != 'Z' {
+		if s, ok := quickStat(pid, buf[:]); ok && s.state != 'Z' {
 			stats[pid] = s
 			kids[s.ppid] = append(kids[s.ppid], pid)
 		}
@@ -246,6 +248,35 @@ func (w *escapeWatch) kill(t *cgroupTree, server string, key procKey, cgroups ma
 		w.log.Error("cannot kill a process that left its server's cgroup", attrs...)
 	}
 	return killed
+}
+
+// quickStat is readStat for a look at every process each second: three
+// system calls, reading into buf, where os.ReadFile makes more.
+func quickStat(pid int, buf []byte) (procStat, bool) {
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return procStat{}, false
+	}
+	n, err := syscall.Read(fd, buf)
+	syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return procStat{}, false
+	}
+	// pid (comm) state ppid ... ; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(buf[:n], ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := bytes.Fields(buf[i+1 : n])
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{state: f[0][0], ppid: ppid, start: start}, true
 }
 
 // processStarted reports whether the process key still runs.

@@ -249,3 +249,17 @@ func TestTheGatewayKillsWhatLeftItsServersCgroupWithinASecondOrSo(t *testing.T) 
 		t.Errorf("the server's health = %+v, want it ready and never restarted: only what left its cgroup is killed", h)
 	}
 }
+
+func TestQuickStatReadsTheParentAndStartThatReadStatReads(t *testing.T) {
+	var buf [1024]byte
+	for _, pid := range []int{os.Getpid(), 1} {
+		want, ok1 := readStat(pid)
+		got, ok2 := quickStat(pid, buf[:])
+		if !ok1 || !ok2 || got.ppid != want.ppid || got.start != want.start {
+			t.Errorf("quickStat(%d) = %+v, %v; readStat = %+v, %v", pid, got, ok2, want, ok1)
+		}
+	}
+	if _, ok := quickStat(1<<22+1, buf[:]); ok {
+		t.Error("quickStat of a PID that is not there = ok")
+	}
+}
