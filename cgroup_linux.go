@@ -32,7 +32,8 @@ const cgroupKillWait = 5 * time.Second
 // servers: under corral's own cgroup, in each hierarchy it uses, a cgroup
 // named cgroupPrefix + instance holds one cgroup per server. A nil
 // *cgroupTree, or one whose why is set, creates none. Its methods are safe
-// for concurrent use: they only read its fields.
+// for concurrent use: they only read its fields (escapes has a lock of its
+// own).
 type cgroupTree struct {
 	instance string
 	v2       bool
@@ -488,7 +489,7 @@ func (cg *serverCgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// close stops the watch for escapes, after a last look (see
+// close stops the watch for escapes and looks a last time (see
 // watchEscapes), and removes the instance's cgroup in every hierarchy, once
 // corral has stopped every server. A nil *cgroupTree does nothing.
 func (t *cgroupTree) close() error {

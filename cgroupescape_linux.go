@@ -65,7 +65,8 @@ func (t *cgroupTree) watchEscapes(log *slog.Logger, every time.Duration) {
 
 // tie records that process pid, just started, is the process of server,
 // whose cgroup it joins as a shim: from then on it descends from server
-// wherever it goes, and so does everything it starts.
+// wherever it goes, and so does everything it starts. It does nothing
+// before watchEscapes.
 func (t *cgroupTree) tie(pid int, server string) {
 	if t.on() {
 		t.escapes.tie(pid, server)
@@ -106,7 +107,8 @@ func (w *escapeWatch) start(t *cgroupTree, log *slog.Logger, every time.Duration
 	}(w.stop, w.done)
 }
 
-// tie records that process pid descends from server.
+// tie records that process pid descends from server, once the watch has
+// started.
 func (w *escapeWatch) tie(pid int, server string) {
 	if w == nil {
 		return
@@ -117,6 +119,9 @@ func (w *escapeWatch) tie(pid int, server string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.log == nil {
+		return // no look would forget it
+	}
 	if w.origin == nil {
 		w.origin = map[procKey]string{}
 	}

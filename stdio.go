@@ -218,9 +218,11 @@ func (p *process) signal(sig syscall.Signal) {
 
 // Stop stops the process the way the MCP specification asks a client to and
 // blocks until it has been reaped, every process left in its group has been
-// killed, and its pipes are closed. Closing hurry skips the remaining waits
-// and kills at once. Stop may be called more than once and concurrently; every
-// call blocks until the first has finished.
+// killed, and its pipes are closed. Before anything else, where the process
+// runs in a cgroup, what left that cgroup is killed (killEscapees). Closing
+// hurry skips the remaining waits and kills at once. Stop may be called more
+// than once and concurrently; every call blocks until the first has
+// finished.
 func (p *process) Stop(hurry <-chan struct{}) {
 	p.stopOnce.Do(func() {
 		// While the server runs, what left its cgroup is still tied to it
