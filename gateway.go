@@ -257,8 +257,11 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	return string(b)
 }
 
-// Start starts every backend in parallel and returns at once.
+// Start starts every backend in parallel and returns at once. From then
+// until Stop, corral looks for processes that leave their server's cgroup
+// every escapeWatchEvery, and kills them.
 func (g *Gateway) Start() {
+	g.cgroups.watchEscapes(g.log, escapeWatchEvery)
 	for _, b := range g.backendList() {
 		g.startServer(b)
 	}

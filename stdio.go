@@ -132,6 +132,9 @@ func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 		return
 	}
 	p.pid = cmd.Process.Pid
+	// Unreaped until Wait below, the PID names this process: from now on
+	// it cannot leave its cgroup unseen.
+	p.spec.cgroups.tie(p.pid, p.spec.name)
 	started <- nil
 	defer p.spec.reaper.reaped(p.pid)
 
@@ -172,11 +175,18 @@ func (p *process) signal(sig syscall.Signal) {
 
 // Stop stops the process the way the MCP specification asks a client to and
 // blocks until it has been reaped, every process left in its group has been
-// killed, and its pipes are closed. Closing hurry skips the remaining waits
-// and kills at once. Stop may be called more than once and concurrently; every
-// call blocks until the first has finished.
+// killed, and its pipes are closed. Before anything else, where the process
+// runs in a cgroup, what left that cgroup is killed (killEscapees). Closing
+// hurry skips the remaining waits and kills at once. Stop may be called more
+// than once and concurrently; every call blocks until the first has
+// finished.
 func (p *process) Stop(hurry <-chan struct{}) {
 	p.stopOnce.Do(func() {
+		// While the server runs, what left its cgroup is still tied to it
+		// through its parents: kill that first.
+		if p.cg != nil {
+			p.spec.cgroups.killEscapees()
+		}
 		// "the client SHOULD initiate shutdown by first closing the input
 		// stream to the child process (the server)"
 		p.stdin.Close()

@@ -85,6 +85,11 @@
 //		error. Otherwise their standard input, output and error are /dev/null.
 //	-grandchild-ignores-sigterm
 //		Pass -ignore-sigterm to the descendants.
+//	-grandchild-leaves-cgroup DIRS
+//		Have the sleeper move itself into each of the comma-separated cgroup
+//		directories DIRS (its PID written to their cgroup.procs) before it
+//		writes its state file: out of the server's cgroup, as a server whose
+//		user may write those cgroups can.
 //	-role server|sleeper|daemonizer
 //		The part this process plays (default server). A sleeper does nothing
 //		until its lifetime ends or a signal ends it.
@@ -500,6 +505,7 @@ type options struct {
 	grandchild               string
 	grandchildHoldsStdout    bool
 	grandchildIgnoresSigterm bool
+	grandchildLeavesCgroup   string
 	clearEnv                 bool
 	role                     string
 	readyFD                  int
@@ -538,6 +544,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.clearEnv, "clear-env", false, "internal: spawn descendants with an empty environment")
 	fs.BoolVar(&o.grandchildHoldsStdout, "grandchild-holds-stdout", false, "let descendants inherit stdout and stderr")
 	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
+	fs.StringVar(&o.grandchildLeavesCgroup, "grandchild-leaves-cgroup", "", "the sleeper moves itself into these comma-separated cgroup `dirs` first")
 	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
 	fs.IntVar(&o.readyFD, "ready-fd", 0, "internal: close file descriptor `fd` once the state file is written")
 	fs.StringVar(&o.httpAddr, "http", "", "serve Streamable HTTP at `addr` (host:port) instead of stdio")
@@ -660,6 +667,14 @@ func (s *server) run() {
 	go s.handleSignals(sigs)
 	if s.opts.lifetime > 0 {
 		time.AfterFunc(s.opts.lifetime, func() { s.exit(0, "lifetime") })
+	}
+	if s.opts.role == roleSleeper && s.opts.grandchildLeavesCgroup != "" {
+		for dir := range strings.SplitSeq(s.opts.grandchildLeavesCgroup, ",") {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				s.logf("fakeserver: cannot leave the cgroup: %v", err)
+				os.Exit(1)
+			}
+		}
 	}
 	if err := s.writeState(); err != nil {
 		s.logf("fakeserver: cannot write state: %v", err)
@@ -880,6 +895,9 @@ func (s *server) spawn(role string, ignoreSigterm, setsid, inherit bool, ready *
 	}
 	if ignoreSigterm {
 		args = append(args, "-ignore-sigterm")
+	}
+	if dirs := s.opts.grandchildLeavesCgroup; dirs != "" {
+		args = append(args, "-grandchild-leaves-cgroup", dirs)
 	}
 	cmd := exec.Command(exe, args...)
 	if ready != nil {
