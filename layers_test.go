@@ -125,6 +125,7 @@ var layerTable = []layer{
 		"cgroup_linux.go: the cgroups of servers",
 		"cgroup_other.go: no cgroups elsewhere",
 		"cgroupsweep_linux.go: cgroups left by a corral that died",
+		"cgroupescape_linux.go: a server's descendant that left its cgroup, found and killed",
 		"sandbox_linux.go: a sandbox enforced on Linux",
 		"sandbox_other.go: no sandbox elsewhere",
 		"shim.go: how a server process is specified, and started contained: cgroup, limits, sandbox",
