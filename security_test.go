@@ -90,7 +90,7 @@ func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {
 	refused.mu.Lock()
 	log := strings.Join(refused.log, "\n")
 	refused.mu.Unlock()
-	if !strings.Contains(log, "-allow-remote-without-token") || len(fakeProcesses(t, refused.dir)) != 0 {
+	if !strings.Contains(log, "refusing to listen on 0.0.0.0:") || !strings.Contains(log, "-allow-remote-without-token") || len(fakeProcesses(t, refused.dir)) != 0 {
 		t.Errorf("refusal: log %q, %d servers started; want the way out named and nothing started", log, len(fakeProcesses(t, refused.dir)))
 	}
 
@@ -100,6 +100,64 @@ func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {
 	allowed.cmd.Process.Signal(syscall.SIGTERM)
 	if code := allowed.waitExit(20 * time.Second); code != 0 {
 		t.Errorf("corral exited %d, want 0", code)
+	}
+}
+
+func TestReloadKeepsARemoteListenerBehindItsToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
+	server := `"a": {"command":"FAKE","args":["-state","STATE"]}`
+	status := func(c *corralProc) int {
+		t.Helper()
+		port := c.url[strings.LastIndexByte(c.url, ':'):] // the listener is on every address, loopback too
+		resp, err := http.Post("http://127.0.0.1"+port, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	reload := func(c *corralProc, config string) {
+		t.Helper()
+		path := c.cmd.Args[2]
+		config = strings.ReplaceAll(strings.ReplaceAll(config, "FAKE", fakeserverBin), "STATE", c.dir)
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.cmd.Process.Signal(syscall.SIGHUP)
+	}
+
+	c := startCorral(t, `{"listen":"0.0.0.0:0","authTokenFile":"`+token+`","mcpServers":{`+server+`}}`)
+	c.waitHTTP(1)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Fatalf("a request without the token = %d, want 401", got)
+	}
+	// The token's file and the setting go, and a reload is asked for.
+	os.Remove(token)
+	reload(c, `{"listen":"0.0.0.0:0","mcpServers":{`+server+`}}`)
+	c.waitLog(`level=ERROR msg="reload: refused: the config has no bearer token, and corral listens on 0\.0\.0\.0:\d+, which is not a loopback address; the running config stays in force" fix=".*-allow-remote-without-token"`)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Errorf("after the refused reload, a request without the token = %d, want 401", got)
+	}
+	// Registration turned on without a token is refused at a reload as at
+	// the start.
+	reload(c, `{"listen":"0.0.0.0:0","admin":{"registration":true},"mcpServers":{`+server+`}}`)
+	c.waitLog(`reload: the config has errors; the running config stays in force.*admin\.registration: needs a bearer token`)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Errorf("after the second refused reload, a request without the token = %d, want 401", got)
+	}
+
+	// With -allow-remote-without-token, the reload applies, with a warning.
+	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
+	allowed := startCorral(t, `{"listen":"0.0.0.0:0","authTokenFile":"`+token+`","mcpServers":{`+server+`}}`, "-allow-remote-without-token")
+	allowed.waitHTTP(1)
+	reload(allowed, `{"listen":"0.0.0.0:0","mcpServers":{`+server+`}}`)
+	allowed.waitLog(`level=WARN msg="reload: no bearer token while listening on a non-loopback address`)
+	allowed.waitLog(`msg=reloaded`)
+	if got := status(allowed); got == http.StatusUnauthorized {
+		t.Errorf("with -allow-remote-without-token, after the reload a request without a token = %d, want it past the token check", got)
 	}
 }
 
