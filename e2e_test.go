@@ -420,3 +420,35 @@ func TestCheckPrintsTheResolvedConfigOrEveryError(t *testing.T) {
 		}
 	}
 }
+
+func TestCorralListedInItsOwnConfigRefusesToNest(t *testing.T) {
+	t.Parallel()
+	// The config lists corral itself, on this very config, as a desktop
+	// client's file does: the corral started as server "self" must refuse
+	// to run it again, and start nothing.
+	dir := stateDir(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	// A short startTimeout ends the first start of a corral that does not
+	// refuse (its own server "self" never gets ready) within the test.
+	config := fmt.Sprintf(`{"listen":"127.0.0.1:0","startTimeout":"5s","mcpServers":{
+		"a": {"command":%q,"args":["-state",%q,"-name","a"]},
+		"self": {"command":%q,"args":["-stdio","-config",%q]}}}`, fakeserverBin, dir, corralBin, path)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { requireGone(t, path) }) // every corral on this config, after the first is gone
+	c := startCorralIn(t, dir, path, nil, nil)
+	// The reason of the state after the first start holds the server's
+	// last stderr line.
+	m := c.waitLog(`msg=state server=self from=starting to=(\w+) (.*)`)
+	if m[1] == "ready" || !strings.Contains(m[2], `mcpServers.self: this server is corral itself`) || !strings.Contains(m[2], `running it would start corral inside corral without end`) {
+		t.Errorf("corral run as its own server: %s %s; want it refused, saying why", m[1], m[2])
+	}
+	if procs := fakeProcesses(t, dir); len(procs) != 1 {
+		t.Errorf("server a was started %d times, want once: the nested corral must start nothing", len(procs))
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited %d, want 0", code)
+	}
+}

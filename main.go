@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -156,7 +157,40 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
 	}
+	if name := selfServer(cfg); name != "" {
+		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
+			inv.configPath, quoteName(name), name, name, inv.configPath)
+		return 2, true
+	}
 	return 0, false
+}
+
+// selfServer returns the name of the server of cfg that is this very corral
+// again, or "": this corral runs as server NAME of another corral (whose
+// marker is in its environment, see markerEnv), and cfg's server NAME runs
+// corral's own executable. That is a config listing corral itself, as a
+// desktop client's file does, used as corral's config: each corral would
+// start the next.
+func selfServer(cfg *Config) string {
+	name, ok := os.LookupEnv(envServer)
+	if !ok || os.Getenv(envInstance) == "" {
+		return ""
+	}
+	s := cfg.MCPServers[name]
+	if s == nil || s.Disabled || s.URL != "" {
+		return ""
+	}
+	self, err1 := os.Executable()
+	path, err2 := exec.LookPath(s.Command)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	a, err1 := os.Stat(self)
+	b, err2 := os.Stat(path)
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		return ""
+	}
+	return name
 }
 
 // readConfig reads the config file, with -listen in force over its listen.
