@@ -403,7 +403,7 @@ func (inv *invocation) reload(gw *Gateway) {
 	}
 	if inv.remote != "" && next.token == "" {
 		if !inv.allowRemote {
-			inv.log.Error("reload: refused: the config has no bearer token, and corral listens on "+inv.remote+", which is not a loopback address; the running config stays in force", "fix", inv.remoteHint())
+			inv.log.Error("reload: refused: the config has no bearer token, and corral listens on an address other than loopback; the running config stays in force", "addr", inv.remote, "fix", inv.remoteHint())
 			return
 		}
 		inv.log.Warn("reload: no bearer token while listening on a non-loopback address: anyone who can reach it can call every tool", "addr", inv.remote)

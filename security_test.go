@@ -181,7 +181,7 @@ func TestReloadKeepsARemoteListenerBehindItsToken(t *testing.T) {
 	// The token's file and the setting go, and a reload is asked for.
 	os.Remove(token)
 	reload(c, `{"listen":"0.0.0.0:0","mcpServers":{`+server+`}}`)
-	c.waitLog(`level=ERROR msg="reload: refused: the config has no bearer token, and corral listens on 0\.0\.0\.0:\d+, which is not a loopback address; the running config stays in force" fix=".*-allow-remote-without-token"`)
+	c.waitLog(`level=ERROR msg="reload: refused: the config has no bearer token, and corral listens on an address other than loopback; the running config stays in force" addr=0\.0\.0\.0:\d+ fix=".*-allow-remote-without-token"`)
 	if got := status(c); got != http.StatusUnauthorized {
 		t.Errorf("after the refused reload, a request without the token = %d, want 401", got)
 	}
