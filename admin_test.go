@@ -304,3 +304,14 @@ func TestAdminRegisteredServerYieldsItsPrefixToTheFile(t *testing.T) {
 		t.Errorf("gh__whoami after the reload = %q, want the file's server", got)
 	}
 }
+
+func TestRegistrationOfAHugeNameIsRefusedBriefly(t *testing.T) {
+	// A name of a million bytes could never start (the marker variable is
+	// over the kernel's bound), and its DELETE would be over the header
+	// limit: the parser refuses it, and the error does not repeat it.
+	body := `{"name":"` + strings.Repeat("n", 1_000_000) + `","command":"x"}`
+	s, err := parseRegistration(&Config{file: "config.json"}, []byte(body))
+	if s != nil || err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "is 1000000 bytes long, over the limit of 64") {
+		t.Errorf("parseRegistration(a name of 1,000,000 bytes) = %v, an error of %d bytes: %.300v; want a short error naming the limit", s, len(fmt.Sprint(err)), err)
+	}
+}
