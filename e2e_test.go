@@ -444,6 +444,7 @@ func TestCorralListedInItsOwnConfigRefusesToNest(t *testing.T) {
 	if m[1] == "ready" || !strings.Contains(m[2], `mcpServers.self: this server is corral itself`) || !strings.Contains(m[2], `running it would start corral inside corral without end`) {
 		t.Errorf("corral run as its own server: %s %s; want it refused, saying why", m[1], m[2])
 	}
+	c.waitLog(`msg=state server=a from=starting to=ready`) // its state file is written
 	if procs := fakeProcesses(t, dir); len(procs) != 1 {
 		t.Errorf("server a was started %d times, want once: the nested corral must start nothing", len(procs))
 	}
