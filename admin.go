@@ -66,8 +66,8 @@ func (r *registry) has(name string) bool {
 
 // merge returns cfg, a config read from the file, with the registered
 // servers added, and forgets those it cannot add: all of them when cfg
-// turns registration off, and each whose name is now in the file, whose
-// entry wins. Each it forgets is logged as an audit line.
+// turns registration off, and each whose name or prefix is now in the
+// file, whose entry wins. Each it forgets is logged as an audit line.
 func (r *registry) merge(cfg *Config, log *slog.Logger) *Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,6 +84,9 @@ func (r *registry) merge(cfg *Config, log *slog.Logger) *Config {
 		case cfg.MCPServers[name] != nil:
 			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
 				"why", "the config file now has a server of this name: the file's entry replaces the registered one")
+		case cfg.prefixServer(r.servers[name].Prefix, name) != "":
+			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
+				"why", fmt.Sprintf("the config file's server %q now has this server's prefix %q, and a prefix belongs to one server alone", cfg.prefixServer(r.servers[name].Prefix, name), r.servers[name].Prefix))
 		default:
 			out.MCPServers[name] = r.servers[name]
 			continue
@@ -103,7 +106,8 @@ func (e *adminError) Error() string { return e.msg }
 
 // register adds s, a server parsed by parseRegistration, to the running
 // config and starts it, as a reload that adds it would, and returns its
-// backend. It refuses a name already in use, and a server past maxDynamic.
+// backend. It refuses a name or a prefix already in use, and a server past
+// maxDynamic.
 // It does not wait for the server to be ready.
 func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 	g.reloadMu.Lock()
@@ -122,6 +126,8 @@ func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
 	case cfg.MCPServers[name] != nil:
 		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
+	case cfg.prefixServer(s.Prefix, name) != "":
+		return nil, &adminError{http.StatusConflict, fmt.Sprintf("prefix %q is server %q's; a prefix's names belong to one server alone: choose another prefix", s.Prefix, cfg.prefixServer(s.Prefix, name))}
 	case n >= cfg.Admin.maxDynamic():
 		return nil, &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", n)}
 	}

@@ -595,6 +595,18 @@ func (c *Config) Servers() []*ServerConfig {
 	return servers
 }
 
+// prefixServer returns the name of the server of c, other than except and
+// not disabled, whose prefix is prefix; "" if there is none, or if prefix is
+// "".
+func (c *Config) prefixServer(prefix, except string) string {
+	for _, s := range c.Servers() {
+		if prefix != "" && s.Prefix == prefix && s.Name() != except {
+			return s.Name()
+		}
+	}
+	return ""
+}
+
 // Name returns the server's key in mcpServers.
 func (s *ServerConfig) Name() string {
 	return s.name

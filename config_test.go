@@ -510,6 +510,31 @@ func TestParseConfigErrors(t *testing.T) {
 			want: `config.json: mcpServers.github.prefix: invalid prefix "git hub"; use only letters, digits, '_', '.' and '-'`,
 		},
 		{
+			name: "a listen port over 65535 is an error",
+			src:  top(`"listen": "127.0.0.1:99999"`),
+			want: `config.json: listen: invalid address "127.0.0.1:99999": the port must be a number from 0 to 65535, e.g. "127.0.0.1:8931"`,
+		},
+		{
+			name: "a server name of 65 bytes is an error",
+			src:  server(strings.Repeat("n", 65), `{"command": "x"}`),
+			want: `config.json: mcpServers: the server name "nnnnnnnnnnnnnnnn"... is 65 bytes long, over the limit of 64; use a shorter name (it goes into the environment of the server's processes, file names and URLs)`,
+		},
+		{
+			name: "a server name of a million bytes is an error that does not repeat it",
+			src:  server(strings.Repeat("n", 1_000_000), `{"command": "x"}`),
+			want: `config.json: mcpServers: the server name "nnnnnnnnnnnnnnnn"... is 1000000 bytes long, over the limit of 64; use a shorter name (it goes into the environment of the server's processes, file names and URLs)`,
+		},
+		{
+			name: "a prefix of 65 bytes is an error",
+			src:  server("github", `{"command": "x", "prefix": "`+strings.Repeat("p", 65)+`"}`),
+			want: `config.json: mcpServers.github.prefix: the prefix is 65 bytes long, over the limit of 64; use a shorter one`,
+		},
+		{
+			name: "two servers with one prefix are an error naming both",
+			src:  `{"mcpServers": {"zzz": {"command": "x", "prefix": "gh"}, "aaa": {"command": "y", "prefix": "gh"}, "off": {"command": "z", "prefix": "gh", "disabled": true}}}`,
+			want: `config.json: mcpServers.zzz.prefix: "gh" is also the prefix of server "aaa"; a prefix's names belong to one server alone: give each server a prefix of its own`,
+		},
+		{
 			name: "an env key with '=' is an error",
 			src:  server("github", `{"command": "x", "env": {"A=B": "1"}}`),
 			want: `config.json: mcpServers.github.env: invalid variable name "A=B"; a name must be non-empty and must not contain '='`,

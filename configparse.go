@@ -127,6 +127,8 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 		}
 	}
 
+	p.checkPrefixesUnique(servers)
+
 	const example = `{"mcpServers": {"echo": {"command": "..."}}}`
 	switch {
 	case enabled > 0, !ok1 || !ok2: // a map that is not one was reported
@@ -136,6 +138,24 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 		p.errorf("", "mcpServers", "no servers configured; add one, e.g. %s", example)
 	}
 	return servers
+}
+
+// checkPrefixesUnique reports each server that has the prefix of a server
+// before it by name: a prefix's names belong to its one server, and two
+// servers with one prefix would each take names the other lists.
+func (p *parser) checkPrefixesUnique(servers map[string]*ServerConfig) {
+	owner := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		s := servers[name]
+		if s.Disabled || s.Prefix == "" {
+			continue
+		}
+		if first, ok := owner[s.Prefix]; ok {
+			p.errorf(name, "prefix", "%q is also the prefix of server %q; a prefix's names belong to one server alone: give each server a prefix of its own", s.Prefix, first)
+			continue
+		}
+		owner[s.Prefix] = name
+	}
 }
 
 // serverEntries returns the entries of data, the value of the top-level key
@@ -174,6 +194,10 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	s := &ServerConfig{name: name}
 	if name == "" {
 		p.errorf("", cmp.Or(p.origin[""], "mcpServers")+`.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
+		return s
+	}
+	if len(name) > maxNameLen {
+		p.errorf("", cmp.Or(p.origin[name], "mcpServers"), "the server name %q... is %d bytes long, over the limit of %d; use a shorter name (it goes into the environment of the server's processes, file names and URLs)", strings.ToValidUTF8(name[:16], ""), len(name), maxNameLen)
 		return s
 	}
 	var entry map[string]json.RawMessage
@@ -327,7 +351,10 @@ func (p *parser) parseLocal(s *ServerConfig) {
 
 // validateServer checks the settings every server has, local or remote.
 func (p *parser) validateServer(name string, s *ServerConfig) {
-	if s.Prefix != "" && !validName(s.Prefix) {
+	switch {
+	case len(s.Prefix) > maxNameLen:
+		p.errorf(name, "prefix", "the prefix is %d bytes long, over the limit of %d; use a shorter one", len(s.Prefix), maxNameLen)
+	case s.Prefix != "" && !validName(s.Prefix):
 		p.errorf(name, "prefix", "invalid prefix %q; use only letters, digits, '_', '.' and '-'", s.Prefix)
 	}
 	if s.RequestTimeout < 0 {
@@ -391,12 +418,8 @@ func (p *parser) validateSupervision(server string, s Supervision) {
 // validate checks the top-level settings of c.
 func (p *parser) validate(c *Config) {
 	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			var ae *net.AddrError
-			if errors.As(err, &ae) {
-				err = errors.New(ae.Err)
-			}
-			p.errorf("", "listen", "invalid address %q: %v; write host:port, e.g. %q", c.Listen, err, defaultListen)
+		if err := checkListen(c.Listen); err != nil {
+			p.errorf("", "listen", "%v", err)
 		}
 	}
 	durations := []struct {
@@ -449,6 +472,23 @@ func (p *parser) validate(c *Config) {
 	}
 }
 
+// checkListen checks addr, a listen address: host:port, with a port from 0
+// to 65535 (0: any free port).
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
+		return fmt.Errorf("invalid address %q: %v; write host:port, e.g. %q", addr, err, defaultListen)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("invalid address %q: the port must be a number from 0 to 65535, e.g. %q", addr, defaultListen)
+	}
+	return nil
+}
+
 // readToken reads the bearer token named by authTokenFile (relative to the
 // config file's directory) or authTokenEnv. A token never comes from the
 // command line, where other users could read it.
@@ -478,6 +518,12 @@ func (p *parser) readToken(c *Config, path string) string {
 	}
 	return ""
 }
+
+// maxNameLen bounds a server's name and its prefix, in bytes: a name goes
+// into the marker variable of each of its processes, into file names (its
+// cached catalog, its cgroup) and into URLs (the admin API), each of which has
+// bounds of its own.
+const maxNameLen = 64
 
 // validName reports whether name, a server name or tool prefix, is non-empty
 // and made only of letters, digits, '_', '.' and '-'.

@@ -318,6 +318,15 @@ func freePort(t testing.TB) int {
 // is killed whatever the case found.
 func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...string) *gateway {
 	t.Helper()
+	g := launchGateway(t, servers, opts)
+	g.waitReady(ready)
+	return g
+}
+
+// launchGateway is startGateway without the wait: the gateway has been
+// started, and may yet refuse its config and exit.
+func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
+	t.Helper()
 	if adapter.MaxServers > 0 && len(servers) > adapter.MaxServers {
 		skip(t, "the gateway runs at most %d server(s); this case needs %d", adapter.MaxServers, len(servers))
 	}
@@ -432,7 +441,6 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 			t.Logf("the gateway's output:\n%s", g.output())
 		}
 	})
-	g.waitReady(ready)
 	return g
 }
 
