@@ -57,6 +57,44 @@ type registry struct {
 	servers map[string]*ServerConfig
 }
 
+// add registers s, unless cfg, the config in force, or the registry
+// already has a server of its name or prefix, or maxDynamic are registered.
+func (r *registry) add(cfg *Config, s *ServerConfig) *adminError {
+	name := s.Name()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.servers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
+	case cfg.MCPServers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
+	case cfg.prefixServer(s.Prefix, name) != "":
+		return &adminError{http.StatusConflict, fmt.Sprintf("prefix %q is server %q's; a prefix's names belong to one server alone: choose another prefix", s.Prefix, cfg.prefixServer(s.Prefix, name))}
+	case len(r.servers) >= cfg.Admin.maxDynamic():
+		return &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", len(r.servers))}
+	}
+	if r.servers == nil {
+		r.servers = map[string]*ServerConfig{}
+	}
+	r.servers[name] = s
+	return nil
+}
+
+// remove forgets the registered server name, unless it is not one: a
+// server of cfg's file, or a name it does not know.
+func (r *registry) remove(cfg *Config, name string) *adminError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.servers[name] == nil && cfg.MCPServers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q comes from the config file %s, not from the admin API; remove it there and reload (SIGHUP)", name, cfg.file)}
+	case r.servers[name] == nil:
+		return &adminError{http.StatusNotFound, fmt.Sprintf("no server %q is registered", name)}
+	}
+	delete(r.servers, name)
+	return nil
+}
+
 // has reports whether name is a registered server.
 func (r *registry) has(name string) bool {
 	r.mu.Lock()
@@ -110,37 +148,22 @@ func (e *adminError) Error() string { return e.msg }
 // maxDynamic.
 // It does not wait for the server to be ready.
 func (g *Gateway) register(s *ServerConfig) (*backend, error) {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	g.mu.Lock()
-	cfg, closed := g.cfg, g.closed
-	g.mu.Unlock()
 	name := s.Name()
-	g.registered.mu.Lock()
-	n := len(g.registered.servers)
-	g.registered.mu.Unlock()
-	switch {
-	case closed:
+	err := g.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := g.registered.add(cfg, s); err != nil {
+			return nil, err
+		}
+		next := *cfg
+		next.MCPServers = maps.Clone(cfg.MCPServers)
+		next.MCPServers[name] = s
+		return &next, nil
+	})
+	if errors.Is(err, errGatewayClosed) {
 		return nil, &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
-	case g.registered.has(name):
-		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
-	case cfg.MCPServers[name] != nil:
-		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
-	case cfg.prefixServer(s.Prefix, name) != "":
-		return nil, &adminError{http.StatusConflict, fmt.Sprintf("prefix %q is server %q's; a prefix's names belong to one server alone: choose another prefix", s.Prefix, cfg.prefixServer(s.Prefix, name))}
-	case n >= cfg.Admin.maxDynamic():
-		return nil, &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", n)}
 	}
-	g.registered.mu.Lock()
-	if g.registered.servers == nil {
-		g.registered.servers = map[string]*ServerConfig{}
+	if err != nil {
+		return nil, err
 	}
-	g.registered.servers[name] = s
-	g.registered.mu.Unlock()
-	next := *cfg
-	next.MCPServers = maps.Clone(cfg.MCPServers)
-	next.MCPServers[name] = s
-	g.reload(&next)
 	for _, b := range g.backendList() {
 		if b.name == name {
 			return b, nil
@@ -154,27 +177,19 @@ func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 // blocks until the server is stopped. It refuses a server of the config
 // file, and a name it does not know.
 func (g *Gateway) unregister(name string) error {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	g.mu.Lock()
-	cfg, closed := g.cfg, g.closed
-	g.mu.Unlock()
-	switch {
-	case closed:
+	err := g.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := g.registered.remove(cfg, name); err != nil {
+			return nil, err
+		}
+		next := *cfg
+		next.MCPServers = maps.Clone(cfg.MCPServers)
+		delete(next.MCPServers, name)
+		return &next, nil
+	})
+	if errors.Is(err, errGatewayClosed) {
 		return &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
-	case !g.registered.has(name) && cfg.MCPServers[name] != nil:
-		return &adminError{http.StatusConflict, fmt.Sprintf("server %q comes from the config file %s, not from the admin API; remove it there and reload (SIGHUP)", name, cfg.file)}
-	case !g.registered.has(name):
-		return &adminError{http.StatusNotFound, fmt.Sprintf("no server %q is registered", name)}
 	}
-	g.registered.mu.Lock()
-	delete(g.registered.servers, name)
-	g.registered.mu.Unlock()
-	next := *cfg
-	next.MCPServers = maps.Clone(cfg.MCPServers)
-	delete(next.MCPServers, name)
-	g.reload(&next)
-	return nil
+	return err
 }
 
 // adminServersPath is the admin API's collection of servers; a server is

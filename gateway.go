@@ -158,6 +158,31 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 	return g.reload(g.registered.merge(cfg, g.log))
 }
 
+// errGatewayClosed is reconfigure's error once Stop has begun.
+var errGatewayClosed = errors.New("corral is shutting down")
+
+// reconfigure reloads, as Reload does, the config that edit makes of the
+// one in force. edit runs under reloadMu, so that what it checks and
+// changes (the admin API's registry) agrees with the config in force; if
+// it returns an error, reconfigure returns it and reloads nothing. Once
+// Stop has begun it returns errGatewayClosed and does not call edit.
+func (g *Gateway) reconfigure(edit func(cfg *Config) (*Config, error)) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	g.mu.Lock()
+	cfg, closed := g.cfg, g.closed
+	g.mu.Unlock()
+	if closed {
+		return errGatewayClosed
+	}
+	next, err := edit(cfg)
+	if err != nil {
+		return err
+	}
+	g.reload(next)
+	return nil
+}
+
 // reload is Reload of cfg as it is, with reloadMu held.
 func (g *Gateway) reload(cfg *Config) reloadReport {
 	var r reloadReport
