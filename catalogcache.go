@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,21 +72,18 @@ func catalogKey(gcfg *Config, cfg *ServerConfig) string {
 
 // load reads the cache file and checks it against the server's catalog
 // bounds. It returns an error wrapping fs.ErrNotExist when there is none
-// yet, and another error when it cannot be used as it is.
+// yet, and another error when it cannot be used as it is, such as what is
+// not a regular file (which it never waits on; see readRegular): save
+// then renames a file over it.
 func (c *catalogCache) load() (*cachedCatalog, error) {
-	f, err := os.Open(c.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	// The JSON of the items, escaped at worst, and room for the rest.
 	limit := 2*c.maxBytes + 1<<20
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	data, err := readRegular(c.path, limit) // a FIFO put there must not hang corral
 	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, fmt.Errorf("larger than %d bytes (maxCatalogBytes)", limit)
 	case err != nil:
 		return nil, err
-	case int64(len(data)) > limit:
-		return nil, fmt.Errorf("larger than %d bytes (maxCatalogBytes)", limit)
 	}
 	var cc cachedCatalog
 	if err := json.Unmarshal(data, &cc); err != nil {
