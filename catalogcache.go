@@ -24,8 +24,12 @@ const catalogCacheVersion = 1
 
 // cachedCatalog is the content of a cache file.
 type cachedCatalog struct {
-	Version      int                          `json:"version"`
-	Server       string                       `json:"server"` // for people reading the directory
+	Version int    `json:"version"`
+	Server  string `json:"server"` // for people reading the directory
+	// Config is the absolute path of the config file whose server wrote
+	// the file: sweepCatalogCache removes only its own config's files, as
+	// configs run by other corral processes may share the directory.
+	Config       string                       `json:"config,omitempty"`
 	Capabilities capabilities                 `json:"capabilities"`
 	Instructions string                       `json:"instructions,omitempty"`
 	Lists        map[string][]json.RawMessage `json:"lists"` // by kinds[k].field
@@ -36,8 +40,9 @@ type cachedCatalog struct {
 // methods are safe for concurrent use.
 type catalogCache struct {
 	dir, server, path string
-	maxItems          int   // the server's maxCatalogItems
-	maxBytes          int64 // the server's maxCatalogBytes
+	config            string // the config file's absolute path, for cachedCatalog.Config
+	maxItems          int    // the server's maxCatalogItems
+	maxBytes          int64  // the server's maxCatalogBytes
 
 	mu    sync.Mutex // orders writes
 	saved []byte     // what was last written or read, to skip writing it again
@@ -49,7 +54,7 @@ type catalogCache struct {
 func newCatalogCache(dir string, gcfg *Config, cfg *ServerConfig) *catalogCache {
 	items, size := gcfg.catalogBound(cfg)
 	return &catalogCache{dir: dir, server: cfg.Name(), path: filepath.Join(dir, cfg.Name()+"-"+catalogKey(gcfg, cfg)+".json"),
-		maxItems: items, maxBytes: size}
+		config: absConfigPath(gcfg), maxItems: items, maxBytes: size}
 }
 
 // catalogKey returns a hash of what can change server cfg's catalog: how it
@@ -124,6 +129,7 @@ func itemName(k kind, raw json.RawMessage) (string, error) {
 // old one, so that a reader sees the old file or the new one, never a part.
 // Files of the server's older configs are removed. It blocks until done.
 func (c *catalogCache) save(cc *cachedCatalog) error {
+	cc.Config = c.config
 	data, err := json.Marshal(cc)
 	if err != nil {
 		return err
@@ -163,11 +169,75 @@ func (c *catalogCache) save(cc *cachedCatalog) error {
 func (c *catalogCache) removeOld() {
 	files, _ := filepath.Glob(filepath.Join(c.dir, c.server+"-*.json"))
 	for _, f := range files {
-		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), c.server+"-"), ".json")
-		if f != c.path && len(key) == 32 && strings.Trim(key, "0123456789abcdef") == "" {
+		if server, ok := cacheFileServer(filepath.Base(f)); ok && server == c.server && f != c.path {
 			os.Remove(f)
 		}
 	}
+}
+
+// cacheFileServer returns the server name in name, the base name of a
+// file in the cache directory, and reports whether name is that of a cache
+// file: NAME-HASH.json, HASH being 32 lowercase hexadecimal digits.
+func cacheFileServer(name string) (string, bool) {
+	rest, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(rest) < 34 || rest[len(rest)-33] != '-' {
+		return "", false
+	}
+	key := rest[len(rest)-32:]
+	if strings.Trim(key, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return rest[:len(rest)-33], true
+}
+
+// absConfigPath returns the absolute path of cfg's file, or "" for a
+// config read from no file.
+func absConfigPath(cfg *Config) string {
+	if cfg.file == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(cfg.file)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+// sweepCatalogCache removes the cache files of config cfg's servers that
+// are gone: the files in its cache directory, named as corral names them,
+// of a server that is not a lazy server of cfg, and written for cfg's file
+// (cachedCatalog.Config). Other files, those of other configs included,
+// are left alone. It returns the paths it removed; it blocks until done.
+// The gateway calls it at start and after each reload, once the servers
+// the reload removed are stopped.
+func sweepCatalogCache(cfg *Config) []string {
+	dir, err := cfg.catalogCacheDir()
+	config := absConfigPath(cfg)
+	if err != nil || config == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir(dir)
+	var removed []string
+	for _, e := range entries {
+		server, ok := cacheFileServer(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if s := cfg.MCPServers[server]; s != nil && s.isLazy() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		_, size := cfg.catalogBound(&ServerConfig{}) // the server's own bound is gone with it
+		data, err := readRegular(path, 2*size+1<<20)
+		var cc cachedCatalog
+		if err != nil || json.Unmarshal(data, &cc) != nil || cc.Config != config || cc.Server != server {
+			continue
+		}
+		if os.Remove(path) == nil {
+			removed = append(removed, path)
+		}
+	}
+	return removed
 }
 
 // cached returns what the upstream knows of the server, for the cache.
