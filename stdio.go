@@ -23,6 +23,7 @@ import (
 // processSpec says how to run one server process.
 type processSpec struct {
 	name    string   // the server's name, for messages
+	role    string   // what the process is, for messages: if empty, "server"
 	command string   // the program; looked up in PATH when it has no slash
 	args    []string // its arguments
 	env     []string // its whole environment
@@ -61,6 +62,14 @@ type processSpec struct {
 	// and with /dev/null for stdin, stdout and stderr, so that it neither
 	// dies with corral nor on a write to a pipe corral no longer reads.
 	detached bool
+}
+
+// what returns what the process is, for messages: its role, or "server".
+func (s *processSpec) what() string {
+	if s.role == "" {
+		return "server"
+	}
+	return s.role
 }
 
 // stderrTailLines is how many of a server's last stderr lines are kept for
@@ -226,12 +235,12 @@ func (p *process) Stop(hurry <-chan struct{}) {
 		if !p.waitExited(p.spec.stopGrace, hurry) {
 			// "If the server does not exit within a reasonable time, the client
 			// SHOULD send SIGTERM"
-			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
+			p.spec.log.Info(p.spec.what()+" did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
 			p.signal(syscall.SIGTERM)
 			if !p.waitExited(p.spec.killGrace, hurry) {
 				// "If the server has not exited within a reasonable time after
 				// SIGTERM, the client SHOULD send SIGKILL"
-				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
+				p.spec.log.Warn(p.spec.what()+" did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
 				p.signal(syscall.SIGKILL)
 				<-p.exited
 			}
