@@ -24,12 +24,9 @@ const catalogCacheVersion = 1
 
 // cachedCatalog is the content of a cache file.
 type cachedCatalog struct {
-	Version int    `json:"version"`
-	Server  string `json:"server"` // for people reading the directory
-	// Config is the absolute path of the config file whose server wrote
-	// the file: sweepCatalogCache removes only its own config's files, as
-	// configs run by other corral processes may share the directory.
-	Config       string                       `json:"config,omitempty"`
+	Version      int                          `json:"version"`
+	Server       string                       `json:"server"`           // for people reading the directory
+	Config       string                       `json:"config,omitempty"` // the absolute path of the config that wrote it, for sweepCatalogCache
 	Capabilities capabilities                 `json:"capabilities"`
 	Instructions string                       `json:"instructions,omitempty"`
 	Lists        map[string][]json.RawMessage `json:"lists"` // by kinds[k].field
@@ -206,8 +203,9 @@ func absConfigPath(cfg *Config) string {
 // sweepCatalogCache removes the cache files of config cfg's servers that
 // are gone: the files in its cache directory, named as corral names them,
 // of a server that is not a lazy server of cfg, and written for cfg's file
-// (cachedCatalog.Config). Other files, those of other configs included,
-// are left alone. It returns the paths it removed; it blocks until done.
+// (cachedCatalog.Config): configs run by other corral processes may share
+// the directory, and their files are left alone, as are files it cannot
+// read or parse. It returns the paths it removed; it blocks until done.
 // The gateway calls it at start and after each reload, once the servers
 // the reload removed are stopped.
 func sweepCatalogCache(cfg *Config) []string {
@@ -217,6 +215,7 @@ func sweepCatalogCache(cfg *Config) []string {
 		return nil
 	}
 	entries, _ := os.ReadDir(dir)
+	_, size := cfg.catalogBound(&ServerConfig{}) // a gone server's own bound is gone with it
 	var removed []string
 	for _, e := range entries {
 		server, ok := cacheFileServer(e.Name())
@@ -227,7 +226,6 @@ func sweepCatalogCache(cfg *Config) []string {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		_, size := cfg.catalogBound(&ServerConfig{}) // the server's own bound is gone with it
 		data, err := readRegular(path, 2*size+1<<20)
 		var cc cachedCatalog
 		if err != nil || json.Unmarshal(data, &cc) != nil || cc.Config != config || cc.Server != server {
