@@ -567,7 +567,8 @@ func freezeAndKill(dir string, deadline time.Time) error {
 	return err
 }
 
-// cgroupPIDs returns the processes in the cgroup dir.
+// cgroupPIDs returns the processes in the cgroup dir, sorted, each once
+// (v1's cgroup.procs may list one several times).
 func cgroupPIDs(dir string) ([]int, error) {
 	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -581,5 +582,6 @@ func cgroupPIDs(dir string) ([]int, error) {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, sc.Err()
+	slices.Sort(pids)
+	return slices.Compact(pids), sc.Err()
 }

@@ -429,11 +429,21 @@ func (c *Config) supervision(s *ServerConfig) Supervision {
 	return r
 }
 
-// LoadConfig reads the config file at path and returns it validated, with
-// defaults applied. See ParseConfig for getenv and warn.
+// maxConfigBytes bounds the config file: thousands of servers fit in far
+// less.
+const maxConfigBytes = 16 << 20
+
+// LoadConfig reads the config file at path, which must be a regular file
+// (see readRegular) of at most maxConfigBytes, and returns it validated,
+// with defaults applied. See ParseConfig for getenv and warn.
 func LoadConfig(path string, getenv func(string) (string, bool), warn func(msg string)) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := readRegular(path, maxConfigBytes)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return nil, fmt.Errorf("%s: cannot read config: %w; corral reads its config again on every reload, so name a file", path, err)
+	case errors.Is(err, errTooLarge):
+		return nil, fmt.Errorf("%s: cannot read config: over %d bytes (16 MiB), the most corral reads for a config", path, maxConfigBytes)
+	case err != nil:
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err

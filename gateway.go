@@ -252,10 +252,19 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		}()
 	}
 	wg.Wait()
+	g.sweepCatalogCache(cfg)
 	for _, b := range starting {
 		g.startServer(b)
 	}
 	return r
+}
+
+// sweepCatalogCache removes the catalog cache files of cfg's servers that
+// are gone, and logs each.
+func (g *Gateway) sweepCatalogCache(cfg *Config) {
+	for _, path := range sweepCatalogCache(cfg) {
+		g.log.Info("removed the catalog cache file of a server that is gone", "file", path)
+	}
 }
 
 // fingerprint sums up what running server s under cfg means; a server whose
@@ -282,10 +291,12 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	return string(b)
 }
 
-// Start starts every backend in parallel and returns at once. From then
-// until Stop, corral looks for processes that leave their server's cgroup
-// every escapeWatchEvery, and kills them.
+// Start removes the catalog cache files of servers that are gone (see
+// sweepCatalogCache), then starts every backend in parallel and returns
+// at once. From then until Stop, corral looks for processes that leave
+// their server's cgroup every escapeWatchEvery, and kills them.
 func (g *Gateway) Start() {
+	g.sweepCatalogCache(g.config())
 	g.cgroups.watchEscapes(g.log, escapeWatchEvery)
 	for _, b := range g.backendList() {
 		g.startServer(b)

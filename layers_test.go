@@ -142,6 +142,7 @@ var layerTable = []layer{
 		"limits.go: a server's resource limits",
 		"sandbox.go: a server's sandbox",
 		"jsonc.go: JSON with comments",
+		"readfile.go: a regular file of bounded size, read without blocking on a FIFO",
 	}},
 }
 

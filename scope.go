@@ -84,7 +84,7 @@ func (ss *scopedServers) all() []*instancePool {
 // backend, and a backend per session that called it. Its methods are safe
 // for concurrent use.
 //
-// Lock order: mu, then a session's mu (read in get); no other lock is
+// Lock order: mu, then a session's mu (read in tryGet); no other lock is
 // taken while mu is held.
 type instancePool struct {
 	g       *Gateway
@@ -95,6 +95,13 @@ type instancePool struct {
 	bySession map[*session]*backend
 	next      int  // the number of the last session's backend
 	closed    bool // stop began: no backend starts any more
+	// stopping counts the backends of ended sessions (and, once stop
+	// began, every backend) still being stopped: their processes count
+	// against maxInstances until they are gone.
+	stopping int
+	// freed is closed, and replaced, each time a stopped backend is
+	// counted out: get waits on it for a slot.
+	freed chan struct{}
 	// stops joins the stops the pool runs in the background: of the
 	// probe, and of the backends of sessions that ended.
 	stops sync.WaitGroup
@@ -108,7 +115,7 @@ func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
 		b.lineBufs = &g.lineBufs
 		return b
 	}
-	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}}
+	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}, freed: make(chan struct{})}
 	p.catalog = newBackend(probeEvents{g, p}, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
 	p.catalog.scope = &backendScope{}
 	p.catalog.lineBufs = &g.lineBufs
@@ -154,9 +161,11 @@ func errNeedsSession(b *backend) *wireError {
 
 // scoped returns the backend that serves session s's requests to server
 // b: b itself for a shared server; for a session-scoped one, the session's
-// own backend, started at its first request. modern says the request is a
-// 2026-07-28 one, which has no session: it gets errNeedsSession.
-func (g *Gateway) scoped(s *session, modern bool, b *backend) (*backend, *wireError) {
+// own backend, started at its first request, which may wait, within ctx and
+// the server's requestTimeout, for a slot (see instancePool.get). modern
+// says the request is a 2026-07-28 one, which has no session: it gets
+// errNeedsSession.
+func (g *Gateway) scoped(ctx context.Context, s *session, modern bool, b *backend) (*backend, *wireError) {
 	if b.scope == nil {
 		return b, nil
 	}
@@ -167,7 +176,9 @@ func (g *Gateway) scoped(s *session, modern bool, b *backend) (*backend, *wireEr
 	if p == nil {
 		return nil, unavailable("server %q was stopped; call again", b.name)
 	}
-	return p.get(s)
+	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	defer cancel()
+	return p.get(ctx, s)
 }
 
 // endScoped stops the session's processes of session-scoped servers, in
@@ -181,22 +192,46 @@ func (g *Gateway) endScoped(s *session) {
 
 // get returns session s's backend of the server, starting it if s has
 // none yet. It fails when s has ended, the pool is stopping, or the
-// server already runs maxInstances processes.
-func (p *instancePool) get(s *session) (*backend, *wireError) {
+// server already runs maxInstances processes of sessions that have not
+// ended. The processes of ended sessions, which the stop ladder may take
+// seconds to end, still count against maxInstances: while one of them
+// holds the slot s needs, get blocks until one is gone or ctx ends.
+func (p *instancePool) get(ctx context.Context, s *session) (*backend, *wireError) {
+	for {
+		b, freed, werr := p.tryGet(s)
+		if freed == nil {
+			return b, werr
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, werr
+		}
+	}
+}
+
+// tryGet is get without waiting: when only processes of ended sessions
+// hold the slot s needs, it returns the error for s along with the channel
+// closed when one is gone.
+func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b := p.bySession[s]; b != nil {
-		return b, nil
+		return b, nil, nil
 	}
 	ended := s.hasEnded()
 	c := p.catalog
 	switch max := c.cfg.maxInstances(); {
 	case p.closed:
-		return nil, unavailable("server %q was stopped; call again", c.name)
+		return nil, nil, unavailable("server %q was stopped; call again", c.name)
 	case ended:
-		return nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+		return nil, nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
 	case c.scope.instances.Load() >= int64(max):
-		return nil, unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+		werr := unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+		if p.stopping > 0 {
+			return nil, p.freed, werr // an ended session's process, going
+		}
+		return nil, nil, werr
 	}
 	p.next++
 	b := newBackend(sessionEvents{p.g, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
@@ -205,7 +240,7 @@ func (p *instancePool) get(s *session) (*backend, *wireError) {
 	c.scope.instances.Add(1)
 	p.bySession[s] = b
 	b.start()
-	return b, nil
+	return b, nil, nil
 }
 
 // lookup returns session s's backend of the server, or nil.
@@ -237,6 +272,9 @@ func (p *instancePool) end(s *session) {
 	p.mu.Lock()
 	b := p.bySession[s]
 	delete(p.bySession, s)
+	if b != nil {
+		p.stopping++
+	}
 	p.mu.Unlock()
 	if b == nil {
 		return
@@ -246,11 +284,17 @@ func (p *instancePool) end(s *session) {
 	}
 }
 
-// retire stops b, a session's backend, and counts it out of the server's
-// processes once it is gone.
+// retire stops b, a session's backend counted in stopping, and counts it
+// out of the server's processes once it is gone, waking the gets waiting
+// for a slot.
 func (p *instancePool) retire(b *backend, hurry <-chan struct{}, why string) {
 	b.stop(hurry, why)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.catalog.scope.instances.Add(-1)
+	p.stopping--
+	close(p.freed)
+	p.freed = make(chan struct{})
 }
 
 // stop stops every session's backend of the server in parallel, and joins
@@ -261,6 +305,7 @@ func (p *instancePool) stop(hurry <-chan struct{}, why string) {
 	p.closed = true
 	all := p.bySession
 	p.bySession = map[*session]*backend{}
+	p.stopping += len(all)
 	p.mu.Unlock()
 	p.catalog.scope.listed.Store(false)
 	var wg sync.WaitGroup
@@ -423,7 +468,7 @@ func (p *instancePool) owners() map[*session]*backend {
 // errNeedsSession: its subscription would start a process of its own.
 func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
 	sessionless := s.version() == ""
-	inst, werr := g.scoped(s, sessionless, b)
+	inst, werr := g.scoped(ctx, s, sessionless, b)
 	if werr != nil {
 		return nil, werr
 	}

@@ -171,6 +171,7 @@ func overMemoryDescription(waitErr error, limit int64) string {
 // processSpec says how to run one server process.
 type processSpec struct {
 	name    string   // the server's name, for messages
+	role    string   // what the process is, for messages: if empty, "server"
 	command string   // the program; looked up in PATH when it has no slash
 	args    []string // its arguments
 	env     []string // its whole environment
@@ -209,6 +210,14 @@ type processSpec struct {
 	// and with /dev/null for stdin, stdout and stderr, so that it neither
 	// dies with corral nor on a write to a pipe corral no longer reads.
 	detached bool
+}
+
+// what returns what the process is, for messages: its role, or "server".
+func (s *processSpec) what() string {
+	if s.role == "" {
+		return "server"
+	}
+	return s.role
 }
 
 // sandboxPlan returns the plan for the sandbox of spec's server on this

@@ -193,12 +193,12 @@ func (p *process) Stop(hurry <-chan struct{}) {
 		if !p.waitExited(p.spec.stopGrace, hurry) {
 			// "If the server does not exit within a reasonable time, the client
 			// SHOULD send SIGTERM"
-			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
+			p.spec.log.Info(p.spec.what()+" did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
 			p.signal(syscall.SIGTERM)
 			if !p.waitExited(p.spec.killGrace, hurry) {
 				// "If the server has not exited within a reasonable time after
 				// SIGTERM, the client SHOULD send SIGKILL"
-				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
+				p.spec.log.Warn(p.spec.what()+" did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
 				p.signal(syscall.SIGKILL)
 				<-p.exited
 			}

@@ -110,7 +110,7 @@ func (u *upstream) handshake(m *mux) error {
 			continue
 		}
 		var err error
-		if lists[k], err = listItems(ctx, m, k, bound); err != nil {
+		if lists[k], err = u.listItems(ctx, m, k, bound); err != nil {
 			return startError(kinds[k].list, timeout, err)
 		}
 	}
@@ -255,7 +255,7 @@ func (u *upstream) relist(m *mux, k kind) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), u.gcfg.StartTimeout.D())
-	items, err := listItems(ctx, m, k, bound)
+	items, err := u.listItems(ctx, m, k, bound)
 	cancel()
 	if err != nil {
 		u.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)
@@ -374,7 +374,7 @@ func callInto(ctx context.Context, m *mux, method string, params json.RawMessage
 		return err
 	}
 	if a.Error != nil {
-		return fmt.Errorf("server answered error %d: %s", a.Error.Code, a.Error.Message)
+		return fmt.Errorf("server answered error %d: %w", a.Error.Code, a.Error)
 	}
 	if err := json.Unmarshal(a.Result, v); err != nil {
 		return fmt.Errorf("invalid result: %v", err)
@@ -421,10 +421,28 @@ func (c *catalogBound) add(raw []byte) error {
 	return nil
 }
 
+// listItems is the package's listItems, except that a server that
+// declared the capability but answers its list with -32601 (method not
+// found) has none of kind k: its wrong declaration costs that list only,
+// not its start. The method is logged (with the server's name) as a
+// warning, except for resources/templates/list, which many servers that
+// list resources do not know.
+func (u *upstream) listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
+	items, err := listItems(ctx, m, k, bound)
+	var we *wireError
+	if err == nil || !errors.As(err, &we) || we.Code != codeMethodNotFound {
+		return items, err
+	}
+	if k == kindTemplate {
+		u.log.Debug("the server does not know resources/templates/list; it has no resource templates", "method", kinds[k].list)
+	} else {
+		u.log.Warn("the server declared a capability but does not know its list method; corral lists none of it and serves the rest", "method", kinds[k].list, "err", err)
+	}
+	return nil, nil
+}
+
 // listItems lists every item of kind k the server has, following
-// nextCursor, counting each item against bound. A server that declared
-// resources but does not know resources/templates/list has no templates.
-// An item's JSON is kept as the server sent it (made compact if it holds a
+// nextCursor, counting each item against bound. An item's JSON is kept as the server sent it (made compact if it holds a
 // line break): the catalog serves it as it is, unless it renames the item.
 func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
 	var items []backendItem
@@ -440,10 +458,6 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 		}
 		var res map[string]json.RawMessage
 		if err := callInto(ctx, m, kinds[k].list, params, &res); err != nil {
-			var we *wireError
-			if k == kindTemplate && errors.As(err, &we) && we.Code == codeMethodNotFound {
-				return nil, nil
-			}
 			return nil, err
 		}
 		var list []json.RawMessage

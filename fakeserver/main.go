@@ -45,6 +45,10 @@
 //		subset of tools, resources, prompts, completions, logging and tasks
 //		(default all but tasks). Requests of an undeclared capability get
 //		error -32601.
+//	-unlisted LIST
+//		Answer the list requests (the methods ending in /list) of the
+//		capabilities in the comma-separated LIST with error -32601, while
+//		still declaring them: a server whose declaration is wrong.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -492,6 +496,7 @@ type options struct {
 	hugeCatalog              int
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
+	unlisted                 map[string]bool // -unlisted, by capability name
 	stateDir                 string
 	lifetime                 time.Duration
 	startDelay               time.Duration
@@ -530,6 +535,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
+	unlisted := fs.String("unlisted", "", "comma-separated `list` of capabilities whose list requests get -32601")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.DurationVar(&o.startDelay, "start-delay", 0, "wait this `duration` before reading stdin (a slow start)")
@@ -554,7 +560,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
-	o.capabilities, err = parseCapabilities(*capabilities)
+	o.capabilities, err = parseCapabilities("-capabilities", *capabilities)
+	if err == nil {
+		o.unlisted, err = parseCapabilities("-unlisted", *unlisted)
+	}
 	switch {
 	case err != nil:
 	case fs.NArg() > 0:
@@ -581,8 +590,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-// parseCapabilities parses the value of -capabilities.
-func parseCapabilities(list string) (map[string]bool, error) {
+// parseCapabilities parses the value of flagName, a list of capabilities
+// (-capabilities or -unlisted).
+func parseCapabilities(flagName, list string) (map[string]bool, error) {
 	caps := make(map[string]bool)
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
@@ -590,7 +600,7 @@ func parseCapabilities(list string) (map[string]bool, error) {
 			continue
 		}
 		if !slices.Contains(capabilityNames, name) {
-			return nil, fmt.Errorf("invalid -capabilities: unknown capability %q", name)
+			return nil, fmt.Errorf("invalid %s: unknown capability %q", flagName, name)
 		}
 		caps[name] = true
 	}

@@ -906,6 +906,19 @@ func TestCapabilities(t *testing.T) {
 		p.request(21, "tools/list", nil)
 		p.expect(21)
 	})
+	t.Run("unlisted", func(t *testing.T) {
+		p := start(t, "-unlisted", "resources,prompts")
+		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},`+
+			`"prompts":{"listChanged":true},"completions":{},"logging":{}}`)
+		for i, method := range []string{"resources/list", "resources/templates/list", "prompts/list"} {
+			p.request(i+1, method, map[string]any{})
+			p.expectError(i+1, -32601, "method not found: "+method)
+		}
+		p.request(10, "tools/list", nil)
+		p.expect(10)
+		p.request(11, "prompts/get", map[string]any{"name": "greet"})
+		p.expect(11)
+	})
 	t.Run("none", func(t *testing.T) {
 		p := start(t, "-capabilities", "")
 		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{}`)
@@ -927,6 +940,9 @@ func TestCapabilitiesFlag(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-capabilities", "tools,sampling"}, io.Discard); err == nil {
 		t.Error("parseFlags accepted capability sampling")
+	}
+	if _, err := parseFlags([]string{"-unlisted", "sampling"}, io.Discard); err == nil {
+		t.Error("parseFlags accepted -unlisted sampling")
 	}
 }
 
