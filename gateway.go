@@ -627,17 +627,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
 	g.forgetServerTasks(b, m)
-	b.setLogLevel(g.wantedLogLevel())
-	if m.modern.Load() {
-		return // its listen request carries the subscriptions
-	}
-	for _, uri := range g.subs.resend(b.name, m) {
-		ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
-		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
-			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
-		}
-		cancel()
-	}
+	b.catchUp(m, g.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
 }
 
 // healthReport is the body of /healthz.

@@ -357,17 +357,7 @@ func (se sessionEvents) backendChanged() {}
 func (se sessionEvents) backendReady(b *backend, m *mux) {
 	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see forgetServerTasks
 	_, level := se.s.client()
-	b.setLogLevel(level)
-	if m.modern.Load() {
-		return // its listen request carries the subscriptions
-	}
-	for _, uri := range se.subscribedURIs(b.name) {
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
-		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
-			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
-		}
-		cancel()
-	}
+	b.catchUp(m, level, func() []string { return se.subscribedURIs(b.name) })
 }
 
 // serverRequest passes the server's request to the session: only its
@@ -390,35 +380,17 @@ func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 // serverLog passes the server's log message to the session, if it asked
 // for messages of its level.
 func (se sessionEvents) serverLog(b *backend, params json.RawMessage) {
-	var p struct {
-		Level  string `json:"level"`
-		Logger string `json:"logger"`
+	_, wanted := se.s.client()
+	want := slices.Index(logLevels, wanted)
+	if note, level := logNote(b, params); note != nil && want >= 0 && want <= level {
+		se.s.send(note)
 	}
-	json.Unmarshal(params, &p)
-	_, level := se.s.client()
-	want := slices.Index(logLevels, level)
-	if level := slices.Index(logLevels, p.Level); level < 0 || want < 0 || want > level {
-		return
-	}
-	logger := b.name
-	if p.Logger != "" {
-		logger += "/" + p.Logger
-	}
-	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
-	se.s.send(note[:len(note)-1])
 }
 
 // resourceUpdated passes the update to the session, if it subscribed to
 // the resource, with the URI it used.
 func (se sessionEvents) resourceUpdated(b *backend, params json.RawMessage) {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	json.Unmarshal(params, &p)
-	if uri, ok := se.g.subs.subscribers(subKey{b.name, p.URI})[se.s]; ok {
-		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
-		se.s.send(note[:len(note)-1])
-	}
+	se.g.subs.tellUpdated(b.name, params, se.s)
 }
 
 func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {

@@ -431,22 +431,11 @@ func (g *Gateway) wantedLogLevel() string { return g.sessions.wantedLogLevel() }
 // server that asked for them, with the server's name in its logger:
 // "server", or "server/logger" when the server named a logger.
 func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
-	var p struct {
-		Level  string `json:"level"`
-		Logger string `json:"logger"`
-	}
-	json.Unmarshal(params, &p)
 	b.log.Debug("log message from server", "params", truncate(params, 1000))
-	level := slices.Index(logLevels, p.Level)
-	if level < 0 {
+	note, level := logNote(b, params)
+	if note == nil {
 		return
 	}
-	logger := b.name
-	if p.Logger != "" {
-		logger += "/" + p.Logger
-	}
-	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
-	note = note[:len(note)-1]
 	for _, s := range g.sessions.logging(level) {
 		s.send(note)
 	}
@@ -455,6 +444,27 @@ func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
 	if mine := modernLogger(b); mine != nil && slices.Index(logLevels, mine.logLevel) <= level {
 		mine.send(note)
 	}
+}
+
+// logNote returns server b's log message, params, as the notification a
+// client gets, with the server's name in its logger, and the index of its
+// level in logLevels; nil if its level is not one.
+func logNote(b *backend, params json.RawMessage) (note []byte, level int) {
+	var p struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+	}
+	json.Unmarshal(params, &p)
+	level = slices.Index(logLevels, p.Level)
+	if level < 0 {
+		return nil, level
+	}
+	logger := b.name
+	if p.Logger != "" {
+		logger += "/" + p.Logger
+	}
+	note, _ = encodeNotification("notifications/message", setMember(params, "logger", logger))
+	return note[:len(note)-1], level
 }
 
 // modernLogger returns the one modern client's request in flight to b

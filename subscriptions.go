@@ -222,11 +222,21 @@ func (g *Gateway) subscribedURIs(server string) []string {
 // resourceUpdated passes a server's notifications/resources/updated to the
 // sessions subscribed to the resource, with the URI each of them used.
 func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
+	g.subs.tellUpdated(b.name, params, nil)
+}
+
+// tellUpdated passes server's notifications/resources/updated, params, to
+// the sessions subscribed to the resource (to only, if not nil, if it is
+// one of them), with the URI each of them used. It does not block.
+func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only *session) {
 	var p struct {
 		URI string `json:"uri"`
 	}
 	json.Unmarshal(params, &p)
-	for s, uri := range g.subs.subscribers(subKey{b.name, p.URI}) {
+	for s, uri := range t.subscribers(subKey{server, p.URI}) {
+		if only != nil && s != only {
+			continue
+		}
 		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
 		s.send(note[:len(note)-1])
 	}

@@ -535,6 +535,25 @@ func (b *backend) idleWait(m *mux, d time.Duration) time.Duration {
 	return 0
 }
 
+// catchUp brings run m, now ready, up to date with what clients asked of
+// the server before it: the log level, and their subscriptions to its
+// resources, whose URIs subscribed returns (not called for a 2026-07-28
+// server, whose listen request carries them). It blocks until the server
+// has answered each subscription or requestTimeout has passed.
+func (b *backend) catchUp(m *mux, level string, subscribed func() []string) {
+	b.setLogLevel(level)
+	if m.modern.Load() {
+		return // its listen request carries the subscriptions
+	}
+	for _, uri := range subscribed() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
+		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
+			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
+		}
+		cancel()
+	}
+}
+
 // setInstructions keeps what the server told clients in its handshake, for
 // the gateway (Gateway.instructions).
 func (b *backend) setInstructions(text string) {
