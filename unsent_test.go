@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"strings"
@@ -114,5 +116,43 @@ func TestHoldAnswerBounds(t *testing.T) {
 				t.Errorf("after releasing both: session holds %d answers of %d bytes, all %d bytes; want none", count, bytes, g.unsent.load())
 			}
 		})
+	}
+}
+
+// With -stdio, an answer the client has not read yet counts against
+// maxUnsentBytesPerSession too: while a large one waits, a new call gets an
+// error naming it.
+func TestStdioClientThatStopsReadingHasNewCallsRefused(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"maxUnsentBytesPerSession":1048576,"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		serveStdio(t.Context(), tg.gw, inR, outW, 64<<20, time.Second, testLogger(t))
+	}()
+	t.Cleanup(func() {
+		inW.Close() // the client is gone: serveStdio ends its session
+		go io.Copy(io.Discard, outR)
+		<-served
+	})
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":8388608}}}`+"\n")
+	// Nothing is read from the output: the 8 MiB answer waits.
+	waitFor(t, 30*time.Second, "the answer to be held", func() bool { return tg.gw.unsent.load() >= 8<<20 })
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"while unread"}}}`+"\n")
+	br := bufio.NewReaderSize(outR, 1<<20)
+	for range 2 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m wireMsg
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("an answer is not JSON: %v", err)
+		}
+		if string(m.ID) == "2" && (m.Error == nil || !strings.Contains(m.Error.Message, "maxUnsentBytesPerSession")) {
+			t.Errorf("a call while an 8 MiB answer waited to be read answered %s %+v, want an error naming maxUnsentBytesPerSession", m.Result, m.Error)
+		}
 	}
 }
