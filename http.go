@@ -495,7 +495,7 @@ func (rs *relatedStream) end() bool {
 // that must agree with the body, the answer as JSON or, when the server
 // sends progress first, as an event stream; closing it cancels the request.
 func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
-	answer := func(status int, a *reply) { writeAnswer(w, status, a) } // errors: small, under ServeHTTP's bounds
+	answer := func(status int, a *reply) { writeAnswer(w, status, a) }
 	// The headers first: a version in the header that is not the body's is
 	// a mismatch, whatever the version.
 	if werr := checkModernHeaders(r.Header.Get, msg); werr != nil {
