@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -165,7 +166,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	defer s.streams.Add(-1) // counted by newSSEFrontSession, so that it is never idle while open
 	idle, why := h.pumpSSEFront(w, r, s)
 	if level := slog.LevelInfo; why != "" {
-		if s.sse.overflowed() {
+		if s.sse.overflowed() || strings.Contains(why, "writeTimeout") { // the client stopped reading
 			level = slog.LevelWarn
 		}
 		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
