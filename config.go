@@ -97,6 +97,22 @@ type Config struct {
 	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
 	ReadTimeout       Duration `json:"readTimeout"`
 
+	// WriteTimeout bounds the time a client may take to read one answer,
+	// or one event of a stream: past it corral closes the connection (with
+	// -stdio, it does not apply). If zero, 60s.
+	WriteTimeout Duration `json:"writeTimeout"`
+
+	// MaxUnsentBytesPerSession and MaxUnsentBytes bound the bytes of answers
+	// that wait to be written to clients (on /mcp and with -stdio; a legacy
+	// /sse stream has its own bound): those of one session, and those of all
+	// sessions together. Such an answer counts toward its session's
+	// maxInFlightPerSession until it is written. Past either bound, a new
+	// call gets an error at once, and an answer that comes is replaced by an
+	// error naming the setting (an answer alone, or one of at most 4 KiB, is
+	// always sent). If zero, 64 MiB and 512 MiB.
+	MaxUnsentBytesPerSession int64 `json:"maxUnsentBytesPerSession"`
+	MaxUnsentBytes           int64 `json:"maxUnsentBytes"`
+
 	// MaxNotificationsPerSecond is how many notifications one server may
 	// send per second; past it they are dropped, and the log says so once
 	// per second. If zero, 200.
@@ -372,6 +388,9 @@ const (
 	defaultMaxHeaderBytes  = 64 << 10
 	defaultReadHeader      = 10 * time.Second
 	defaultReadTimeout     = 60 * time.Second
+	defaultWriteTimeout    = 60 * time.Second
+	defaultMaxUnsentBytes  = 512 << 20
+	defaultUnsentSession   = 64 << 20
 	defaultMaxNotifyRate   = 200
 	defaultMaxCatalogItems = 10000
 	defaultMaxCatalogBytes = 16 << 20
@@ -554,6 +573,9 @@ func (c *Config) applyDefaults() {
 	c.MaxHeaderBytes = firstSet(c.MaxHeaderBytes, defaultMaxHeaderBytes)
 	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
 	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
+	c.WriteTimeout = firstSet(c.WriteTimeout, Duration(defaultWriteTimeout))
+	c.MaxUnsentBytesPerSession = firstSet(c.MaxUnsentBytesPerSession, defaultUnsentSession)
+	c.MaxUnsentBytes = firstSet(c.MaxUnsentBytes, defaultMaxUnsentBytes)
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
 	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)

@@ -435,6 +435,7 @@ func (p *parser) validate(c *Config) {
 		{"sessionIdleTimeout", c.SessionIdleTimeout, defaultSessionIdle},
 		{"readHeaderTimeout", c.ReadHeaderTimeout, defaultReadHeader},
 		{"readTimeout", c.ReadTimeout, defaultReadTimeout},
+		{"writeTimeout", c.WriteTimeout, defaultWriteTimeout},
 	}
 	for _, f := range durations {
 		if f.d < 0 {
@@ -452,6 +453,8 @@ func (p *parser) validate(c *Config) {
 		{"maxSessions", int64(c.MaxSessions), defaultMaxSessions},
 		{"maxInFlightPerSession", int64(c.MaxInFlightPerSession), defaultMaxPerSession},
 		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
+		{"maxUnsentBytesPerSession", c.MaxUnsentBytesPerSession, defaultUnsentSession},
+		{"maxUnsentBytes", c.MaxUnsentBytes, defaultMaxUnsentBytes},
 		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
 		{"maxCatalogItems", int64(c.MaxCatalogItems), defaultMaxCatalogItems},

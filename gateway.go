@@ -79,6 +79,7 @@ type Gateway struct {
 	parked   *parkedExchanges // modern clients' calls waiting for their input
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
+	unsent   unsentBytes      // the bytes of answers waiting to be written to clients (unsent.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -478,16 +479,22 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	key := string(msg.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	max := g.config().MaxInFlightPerSession
-	n, dup := g.admit(s, key, cancel, max)
+	cfg := g.config()
+	// An answer not yet written counts as a call in flight (unsent.go).
+	unsent, werr := g.unsentRefusal(cfg, s)
+	if werr != nil {
+		return errorReply(msg.ID, werr)
+	}
+	max := cfg.MaxInFlightPerSession
+	n, dup := g.admit(s, key, cancel, max-unsent)
 	in.cancel = cancel
 	switch {
 	case dup:
 		// The specification forbids reusing an ID; counting calls by ID, the
 		// limit below relies on it.
 		return errorReply(msg.ID, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request with id %s is already in flight in this session; IDs must not be reused", truncate(msg.ID, 50))})
-	case n >= max:
-		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
+	case n >= max-unsent:
+		return errorReply(msg.ID, unavailable("this session has %d calls in flight and %d answers its client has not read, the limit (maxInFlightPerSession); wait for one to end", n, unsent))
 	}
 	defer g.retire(s, key)
 	if send == nil {

@@ -59,8 +59,8 @@ const chunkingBuffer = 2048
 // Content-Length: set here for an answer too large for net/http's buffer,
 // else by net/http itself. An answer that fits in the connection's buffer
 // (4 KiB) leaves with its headers in one write when the handler returns; it
-// must not be flushed before.
-func writeAnswer(w http.ResponseWriter, status int, a *reply) {
+// must not be flushed before. It returns the error of a write that failed.
+func writeAnswer(w http.ResponseWriter, status int, a *reply) error {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	if n := a.len(); n >= chunkingBuffer {
@@ -69,5 +69,6 @@ func writeAnswer(w http.ResponseWriter, status int, a *reply) {
 	if status != http.StatusOK {
 		w.WriteHeader(status)
 	}
-	a.WriteTo(w)
+	_, err := a.WriteTo(w)
+	return err
 }

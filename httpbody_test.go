@@ -53,7 +53,7 @@ func TestCallAddsTwoAllocations(t *testing.T) {
 	send := func([]byte) {}
 	handle := testing.AllocsPerRun(200, func() { tg.gw.handle(r.Context(), s.session, in, send) })
 	call := testing.AllocsPerRun(200, func() {
-		if a, streamed := tg.h.call(w, r, s.session, in, s.session); a == nil || streamed {
+		if a, streamed := tg.h.call(w, r, s.session, s.id, in, s.session); a == nil || streamed {
 			t.Fatalf("call(ping) = %v, %v; want an answer, not streamed", a, streamed)
 		}
 	})

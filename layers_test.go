@@ -78,6 +78,7 @@ var layerTable = []layer{
 		"session.go: one client's conversation",
 		"listen.go: subscriptions/listen, 2026-07-28's way to hear of changes",
 		"cutoff.go: the sessions with calls in flight, for Stop's cut-off",
+		"unsent.go: the bound on answers waiting to be written to clients",
 		"router.go: the route of a request",
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",

@@ -38,6 +38,8 @@ type session struct {
 	nextOut         int64                              // the last ID of a request corral sent the client
 	outbound        map[int64]*outbound                // requests of servers waiting for the client's answer
 	ended           bool                               // endSession was called: nothing more is sent
+	unsentCount     int                                // answers of its calls waiting to be written to the client
+	unsentBytes     int64                              // their bytes
 }
 
 // makeSession returns a session of who's that sends what the client did not
@@ -493,4 +495,38 @@ func (s *session) inFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.inflight)
+}
+
+// holdAnswer counts an answer of n bytes as waiting to be written to the
+// session's client, and reports true, unless the answers already waiting
+// hold bytes and n more would take them past max: then it counts nothing
+// and reports false. An answer alone is always held, whatever its size.
+// Each answer held must be released once, with releaseAnswer. It is safe
+// for concurrent use.
+func (s *session) holdAnswer(n, max int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unsentCount > 0 && s.unsentBytes+n > max {
+		return false
+	}
+	s.unsentCount++
+	s.unsentBytes += n
+	return true
+}
+
+// releaseAnswer forgets an answer of n bytes that holdAnswer held: it has
+// been written, or its writing failed.
+func (s *session) releaseAnswer(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsentCount--
+	s.unsentBytes -= n
+}
+
+// unsent returns how many answers of the session's calls wait to be
+// written to its client, and their bytes.
+func (s *session) unsent() (count int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsentCount, s.unsentBytes
 }

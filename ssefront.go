@@ -13,10 +13,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -163,7 +166,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	defer s.streams.Add(-1) // counted by newSSEFrontSession, so that it is never idle while open
 	idle, why := h.pumpSSEFront(w, r, s)
 	if level := slog.LevelInfo; why != "" {
-		if s.sse.overflowed() {
+		if s.sse.overflowed() || strings.Contains(why, "writeTimeout") { // the client stopped reading
 			level = slog.LevelWarn
 		}
 		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
@@ -199,6 +202,7 @@ func (h *httpFrontEnd) pumpSSEFront(w http.ResponseWriter, r *http.Request, s *h
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	h.writeDeadline(rc)
 	if _, err := fmt.Fprintf(w, "event: endpoint\ndata: %s?sessionId=%s\n\n", sseFrontMessagesPath, s.id); err != nil {
 		return nil, "the client closed the stream: " + err.Error()
 	}
@@ -226,14 +230,17 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 	drained := false // the calls have returned: write what is left, then end
 	for {
 		for _, m := range q.take() {
+			h.writeDeadline(rc)
+			if q.overflowed() { // pumpSSEFront's cut must not be undone
+				return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+			}
 			if _, err := writeSSEFrontReply(w, m); err != nil {
-				if q.overflowed() {
-					return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
-				}
-				return idle, "the client closed the stream: " + err.Error()
+				return idle, h.writeFailure(q, err)
 			}
 		}
-		rc.Flush()
+		if err := rc.Flush(); err != nil {
+			return idle, h.writeFailure(q, err)
+		}
 		if drained {
 			return idle, "corral is shutting down"
 		}
@@ -253,6 +260,18 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 			drained = true
 		}
 	}
+}
+
+// writeFailure says why a write to a legacy SSE stream failed with err, for
+// the log.
+func (h *httpFrontEnd) writeFailure(q *sseFrontQueue, err error) string {
+	switch {
+	case q.overflowed():
+		return fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Sprintf("the client did not read a message within writeTimeout (%v)", h.gw.config().WriteTimeout.D())
+	}
+	return "the client closed the stream: " + err.Error()
 }
 
 // writeSSEFrontReply writes one message as a server-sent event.
