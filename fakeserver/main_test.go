@@ -732,8 +732,8 @@ func TestGrandchildSetsid(t *testing.T) {
 	if sleeper.PPID != server || *sleeper.SID != sleeper.PID || *sleeper.SID == *srv.SID || sleeper.PGID == srv.PGID {
 		t.Errorf("sleeper %+v is not a session leader child of server %+v", sleeper, srv)
 	}
-	if !strings.Contains(strings.Join(sleeper.Args, " "), "-lifetime 120s") {
-		t.Errorf("sleeper args %q lack -lifetime 120s", sleeper.Args)
+	if !strings.Contains(strings.Join(sleeper.Args, " "), "-lifetime 2m0s") {
+		t.Errorf("sleeper args %q lack -lifetime 2m0s", sleeper.Args)
 	}
 	if err := syscall.Kill(sleeper.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
