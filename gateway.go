@@ -67,6 +67,9 @@ type Gateway struct {
 	catWanted   atomic.Uint64
 	catBuilt    uint64
 	catRebuilds int // under catMu: the rebuilds made, which tests count
+	// collisions, under catMu, are the name collisions logged, so that each
+	// is logged once, when it appears, not at every rebuild while it lasts.
+	collisions map[string]bool
 
 	mu         sync.Mutex // guards the fields below, and cfg and backends
 	lastHealth string     // the last summary logged
@@ -374,9 +377,14 @@ func (g *Gateway) rebuildCatalog() {
 	if len(notes) == 0 {
 		return
 	}
+	logged := map[string]bool{}
 	for _, c := range collisions {
-		g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+		if !g.collisions[c] {
+			g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+		}
+		logged[c] = true
 	}
+	g.collisions = logged // one that ends and comes back is logged again
 	for _, method := range notes {
 		note, _ := encodeNotification(method, nil)
 		for _, s := range sessions {
