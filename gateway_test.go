@@ -145,6 +145,9 @@ func (c *client) request(id, method, params string) *wireMsg {
 	if err := json.Unmarshal(data, &msg); err != nil {
 		c.t.Fatalf("%s: answer is not JSON: %q", method, data)
 	}
+	if string(msg.ID) != id {
+		c.t.Errorf("%s: answered under id %s, want the id sent, %s, as sent: %s", method, msg.ID, id, data)
+	}
 	return &msg
 }
 
@@ -246,6 +249,21 @@ func TestGatewayQualifiesCollidingNamesAndKeepsUniqueOnes(t *testing.T) {
 	}
 	if msg := c.callTool("2", "echo", `{"text":"x"}`); msg.Error == nil || msg.Error.Code != codeInvalidParams || !strings.Contains(msg.Error.Message, `"echo"`) {
 		t.Errorf("calling the ambiguous name = %+v, want a %d error naming it", msg, codeInvalidParams)
+	}
+}
+
+func TestAServersErrorReachesTheClientUnderTheClientsID(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	// Each ID is one corral's own numbering could produce, or confuse with.
+	for _, id := range []string{`1`, `"1"`, `"e"`, `-3`, `9007199254740993`} {
+		// Ill-typed arguments: the server, not corral, answers the error.
+		msg := c.callTool(id, "echo", `{"text":5}`)
+		if msg.Error == nil || msg.Error.Code != codeInvalidParams || !strings.Contains(msg.Error.Message, "invalid arguments") {
+			t.Errorf("echo with a number for text, id %s = %+v, want the server's error -32602 invalid arguments", id, msg)
+		}
+		// client.request checks the ID.
 	}
 }
 
