@@ -242,8 +242,8 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	// Left out, as a running server does not need a restart for them:
 	own.EnvFile = ""     // its variables are in Env, which counts
 	own.Disabled = false // a disabled server is not running
-	// Read by a server only when it starts, and documented as applying only
-	// to the servers a reload starts (docs/config.md#reload).
+	// A kept server keeps its old values of these: they apply to the servers
+	// a reload starts, as docs/config.md#reload says.
 	own.RequestTimeout, own.MaxCatalogItems, own.MaxCatalogBytes = 0, 0, 0
 	// Counted below as resolved against cfg.
 	own.MaxInFlight, own.Supervision, own.Limits, own.Sandbox, own.Start = 0, Supervision{}, Limits{}, nil, ""
