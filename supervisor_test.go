@@ -227,7 +227,9 @@ func TestFailedServerIsTriedAgainAfterItsCoolDown(t *testing.T) {
 
 func TestHangInInitializeIsStoppedAndCountsAsACrash(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"startTimeout":"300ms","stopGrace":"50ms","restartDelay":"50ms","maxRestarts":1,"failedRetry":"1h","mcpServers":{
+	// startTimeout leaves a loaded machine time to start the server and let
+	// it write its state file: with 300ms half the runs lost a start.
+	tg := startGateway(t, `{"startTimeout":"2s","stopGrace":"50ms","restartDelay":"50ms","maxRestarts":1,"failedRetry":"1h","mcpServers":{
 		"hung": {"command":"FAKE","args":["-state","STATE","-name","hung","-hang-initialize","-ignore-stdin-close"]}
 	}}`)
 	b := tg.gw.backends[0]
@@ -235,7 +237,7 @@ func TestHangInInitializeIsStoppedAndCountsAsACrash(t *testing.T) {
 	if got := len(serversNamed(t, tg.dir, "hung")); got != 2 {
 		t.Errorf("the hanging server was started %d times, want 2 (it counts as a crash)", got)
 	}
-	if h := b.health(); !strings.Contains(h.Error, "initialize: no answer within 300ms (startTimeout)") {
+	if h := b.health(); !strings.Contains(h.Error, "initialize: no answer within 2s (startTimeout)") {
 		t.Errorf("health error = %q, want it to say initialize timed out", h.Error)
 	}
 	for _, s := range serversNamed(t, tg.dir, "hung") {
@@ -250,7 +252,8 @@ func TestSlowFailedStartsTripTheBreaker(t *testing.T) {
 	// Each start hangs until startTimeout, so no two restarts ever fall
 	// within restartWindow: only the count of failed starts in a row can
 	// stop the loop.
-	tg := startGateway(t, `{"startTimeout":"300ms","stopGrace":"50ms","restartDelay":"10ms","maxRestartDelay":"10ms","restartWindow":"100ms","maxRestarts":2,"failedRetry":"1h","mcpServers":{
+	// startTimeout: as in TestHangInInitializeIsStoppedAndCountsAsACrash.
+	tg := startGateway(t, `{"startTimeout":"2s","stopGrace":"50ms","restartDelay":"10ms","maxRestartDelay":"10ms","restartWindow":"100ms","maxRestarts":2,"failedRetry":"1h","mcpServers":{
 		"hung": {"command":"FAKE","args":["-state","STATE","-name","hung","-hang-initialize","-ignore-stdin-close"]}
 	}}`)
 	b := tg.gw.backends[0]
