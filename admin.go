@@ -20,67 +20,6 @@ import (
 	"sync"
 )
 
-// AdminConfig holds the settings of the admin API. Its zero value turns it
-// off.
-type AdminConfig struct {
-	// Registration, if true, serves /admin/servers: servers may be
-	// registered and removed at runtime. It needs a bearer token.
-	Registration bool `json:"registration"`
-
-	// MaxDynamic bounds the servers registered at runtime at one time. If
-	// zero, 10.
-	MaxDynamic int `json:"maxDynamic"`
-}
-
-const defaultMaxDynamic = 10
-
-// maxDynamic returns MaxDynamic, or its default.
-func (a AdminConfig) maxDynamic() int { return firstSet(a.MaxDynamic, defaultMaxDynamic) }
-
-// UnmarshalJSON decodes the "admin" object, refusing keys it does not know
-// and values of the wrong type, with the key in the message.
-func (a *AdminConfig) UnmarshalJSON(data []byte) error {
-	var entry map[string]json.RawMessage
-	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
-		return fmt.Errorf(`want an object such as {"registration": true, "maxDynamic": 10}, got %s`, jsonKind(data))
-	}
-	known := []string{"maxDynamic", "registration"}
-	for _, key := range slices.Sorted(maps.Keys(entry)) {
-		var err error
-		switch key {
-		case "registration":
-			if err = json.Unmarshal(entry[key], &a.Registration); err != nil {
-				err = fmt.Errorf("registration: want true or false, got %s", jsonKind(entry[key]))
-			}
-		case "maxDynamic":
-			if err = json.Unmarshal(entry[key], &a.MaxDynamic); err != nil {
-				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
-			}
-		default:
-			if near, ok := nearest(key, known); ok {
-				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
-			} else {
-				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// validateAdmin checks the "admin" settings of c: registration runs
-// commands, so it is allowed only behind a bearer token.
-func (p *parser) validateAdmin(c *Config) {
-	if c.Admin.MaxDynamic < 0 {
-		p.errorf("", "admin.maxDynamic", "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", c.Admin.MaxDynamic, defaultMaxDynamic)
-	}
-	if c.Admin.Registration && c.AuthTokenFile == "" && c.AuthTokenEnv == "" {
-		p.errorf("", "admin.registration", "needs a bearer token: whoever may register a server runs a command as corral's user; set authTokenFile or authTokenEnv, or remove admin.registration")
-	}
-}
-
 // parseRegistration parses body, a POST to /admin/servers: a server entry,
 // as in mcpServers, with its "name". It is validated exactly as the config
 // file's entries are, by the same parser (relative paths from the config
@@ -118,6 +57,44 @@ type registry struct {
 	servers map[string]*ServerConfig
 }
 
+// add registers s, unless cfg, the config in force, or the registry
+// already has a server of its name or prefix, or maxDynamic are registered.
+func (r *registry) add(cfg *Config, s *ServerConfig) *adminError {
+	name := s.Name()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.servers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
+	case cfg.MCPServers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
+	case cfg.prefixServer(s.Prefix, name) != "":
+		return &adminError{http.StatusConflict, fmt.Sprintf("prefix %q is server %q's; a prefix's names belong to one server alone: choose another prefix", s.Prefix, cfg.prefixServer(s.Prefix, name))}
+	case len(r.servers) >= cfg.Admin.maxDynamic():
+		return &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", len(r.servers))}
+	}
+	if r.servers == nil {
+		r.servers = map[string]*ServerConfig{}
+	}
+	r.servers[name] = s
+	return nil
+}
+
+// remove forgets the registered server name, unless it is not one: a
+// server of cfg's file, or a name it does not know.
+func (r *registry) remove(cfg *Config, name string) *adminError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.servers[name] == nil && cfg.MCPServers[name] != nil:
+		return &adminError{http.StatusConflict, fmt.Sprintf("server %q comes from the config file %s, not from the admin API; remove it there and reload (SIGHUP)", name, cfg.file)}
+	case r.servers[name] == nil:
+		return &adminError{http.StatusNotFound, fmt.Sprintf("no server %q is registered", name)}
+	}
+	delete(r.servers, name)
+	return nil
+}
+
 // has reports whether name is a registered server.
 func (r *registry) has(name string) bool {
 	r.mu.Lock()
@@ -127,8 +104,8 @@ func (r *registry) has(name string) bool {
 
 // merge returns cfg, a config read from the file, with the registered
 // servers added, and forgets those it cannot add: all of them when cfg
-// turns registration off, and each whose name is now in the file, whose
-// entry wins. Each it forgets is logged as an audit line.
+// turns registration off, and each whose name or prefix is now in the
+// file, whose entry wins. Each it forgets is logged as an audit line.
 func (r *registry) merge(cfg *Config, log *slog.Logger) *Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -145,6 +122,9 @@ func (r *registry) merge(cfg *Config, log *slog.Logger) *Config {
 		case cfg.MCPServers[name] != nil:
 			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
 				"why", "the config file now has a server of this name: the file's entry replaces the registered one")
+		case cfg.prefixServer(r.servers[name].Prefix, name) != "":
+			log.Warn("audit", "action", "unregister", "by", "reload", "server", name,
+				"why", fmt.Sprintf("the config file's server %q now has this server's prefix %q, and a prefix belongs to one server alone", cfg.prefixServer(r.servers[name].Prefix, name), r.servers[name].Prefix))
 		default:
 			out.MCPServers[name] = r.servers[name]
 			continue
@@ -164,38 +144,26 @@ func (e *adminError) Error() string { return e.msg }
 
 // register adds s, a server parsed by parseRegistration, to the running
 // config and starts it, as a reload that adds it would, and returns its
-// backend. It refuses a name already in use, and a server past maxDynamic.
+// backend. It refuses a name or a prefix already in use, and a server past
+// maxDynamic.
 // It does not wait for the server to be ready.
 func (g *Gateway) register(s *ServerConfig) (*backend, error) {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	g.mu.Lock()
-	cfg, closed := g.cfg, g.closed
-	g.mu.Unlock()
 	name := s.Name()
-	g.registered.mu.Lock()
-	n := len(g.registered.servers)
-	g.registered.mu.Unlock()
-	switch {
-	case closed:
+	err := g.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := g.registered.add(cfg, s); err != nil {
+			return nil, err
+		}
+		next := *cfg
+		next.MCPServers = maps.Clone(cfg.MCPServers)
+		next.MCPServers[name] = s
+		return &next, nil
+	})
+	if errors.Is(err, errGatewayClosed) {
 		return nil, &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
-	case g.registered.has(name):
-		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is already registered; DELETE %s/%s first to replace it", name, adminServersPath, name)}
-	case cfg.MCPServers[name] != nil:
-		return nil, &adminError{http.StatusConflict, fmt.Sprintf("server %q is in the config file %s; choose another name", name, cfg.file)}
-	case n >= cfg.Admin.maxDynamic():
-		return nil, &adminError{http.StatusTooManyRequests, fmt.Sprintf("%d servers are registered, the limit (admin.maxDynamic); DELETE one first, or raise admin.maxDynamic", n)}
 	}
-	g.registered.mu.Lock()
-	if g.registered.servers == nil {
-		g.registered.servers = map[string]*ServerConfig{}
+	if err != nil {
+		return nil, err
 	}
-	g.registered.servers[name] = s
-	g.registered.mu.Unlock()
-	next := *cfg
-	next.MCPServers = maps.Clone(cfg.MCPServers)
-	next.MCPServers[name] = s
-	g.reload(&next)
 	for _, b := range g.backendList() {
 		if b.name == name {
 			return b, nil
@@ -209,25 +177,21 @@ func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 // blocks until the server is stopped. It refuses a server of the config
 // file, and a name it does not know.
 func (g *Gateway) unregister(name string) error {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	g.mu.Lock()
-	cfg, closed := g.cfg, g.closed
-	g.mu.Unlock()
-	switch {
-	case closed:
+	err := g.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := g.registered.remove(cfg, name); err != nil {
+			return nil, err
+		}
+		next := *cfg
+		next.MCPServers = maps.Clone(cfg.MCPServers)
+		delete(next.MCPServers, name)
+		return &next, nil
+	})
+	if errors.Is(err, errGatewayClosed) {
 		return &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
-	case !g.registered.has(name) && cfg.MCPServers[name] != nil:
-		return &adminError{http.StatusConflict, fmt.Sprintf("server %q comes from the config file %s, not from the admin API; remove it there and reload (SIGHUP)", name, cfg.file)}
-	case !g.registered.has(name):
-		return &adminError{http.StatusNotFound, fmt.Sprintf("no server %q is registered", name)}
 	}
-	g.registered.mu.Lock()
-	delete(g.registered.servers, name)
-	g.registered.mu.Unlock()
-	next := *cfg
-	next.MCPServers = maps.Clone(cfg.MCPServers)
-	delete(next.MCPServers, name)
-	g.reload(&next)
-	return nil
+	return err
 }
+
+// adminServersPath is the admin API's collection of servers; a server is
+// at adminServersPath + "/" + its name.
+const adminServersPath = "/admin/servers"

@@ -120,7 +120,7 @@ func TestAdminRegistersListsServesAndRemovesAServer(t *testing.T) {
 
 func TestAdminRefusesWhatItMustNot(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, adminConfig(t, `"maxRequestBytes":4096,`, `"file":{"command":"FAKE","args":["-state","STATE","-name","file"]}`))
+	tg := startGateway(t, adminConfig(t, `"maxRequestBytes":4096,`, `"file":{"command":"FAKE","args":["-state","STATE","-name","file"],"prefix":"gh"}`))
 	base := strings.TrimSuffix(tg.url, mcpPath)
 	bad := `{"command":"x","args":"-v","maxInFlight":-1,"prefx":"a"}`
 	auth := []string{"Authorization", "Bearer " + adminToken}
@@ -142,6 +142,9 @@ func TestAdminRefusesWhatItMustNot(t *testing.T) {
 			strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(fileErr.Error(), "config.json: ", "POST /admin/servers: "), `"`, `\"`), "\n", `\n`)},
 		{"an invalid name", "POST", `{"name":"a b","command":"x"}`, nil, http.StatusBadRequest, "invalid server name"},
 		{"a name of the file", "POST", dynEntry("file", tg.dir, "f_"), nil, http.StatusConflict, `server \"file\" is in the config file`},
+		{"the prefix of the file's server", "POST", strings.Replace(dynEntry("d2", tg.dir, "d2_"), `{`, `{"prefix":"gh",`, 1), nil, http.StatusConflict,
+			`prefix \"gh\" is server \"file\"'s; a prefix's names belong to one server alone: choose another prefix`},
+		{"a name over 64 bytes", "POST", `{"name":"` + strings.Repeat("n", 65) + `","command":"x"}`, nil, http.StatusBadRequest, "is 65 bytes long, over the limit of 64"},
 		{"GET on a server", "GET", "", nil, http.StatusMethodNotAllowed, "DELETE removes a registered server"},
 	}
 	for _, tc := range tests {
@@ -273,5 +276,42 @@ func TestAdminRegisteredServersGoWhenAReloadTurnsRegistrationOff(t *testing.T) {
 	}
 	if status, _ := admin(t, base, "GET", adminServersPath, ""); status != http.StatusNotFound {
 		t.Errorf("GET with registration off = %d, want 404", status)
+	}
+}
+
+func TestAdminRegisteredServerYieldsItsPrefixToTheFile(t *testing.T) {
+	t.Parallel()
+	src := adminConfig(t, "", `"file":{"command":"FAKE","args":["-state","STATE","-name","file"]}`)
+	tg := startGateway(t, src)
+	base := strings.TrimSuffix(tg.url, mcpPath)
+	if status, body := admin(t, base, "POST", adminServersPath, strings.Replace(dynEntry("dyn", tg.dir, "d_"), `{`, `{"prefix":"gh",`, 1)); status != http.StatusCreated {
+		t.Fatalf("POST = %d %s", status, body)
+	}
+	dynPID := serversNamed(t, tg.dir, "dyn")[0].PID
+	withPrefix := strings.Replace(src, `"-name","file"]`, `"-name","file"],"prefix":"gh"`, 1)
+	cfg, err := ParseConfig("config.json", []byte(strings.ReplaceAll(strings.ReplaceAll(withPrefix, "STATE", tg.dir), "FAKE", fakeserverBin)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tg.gw.Reload(cfg); fmt.Sprint(r.Removed) != "[dyn]" || tg.gw.registered.has("dyn") {
+		t.Errorf("a reload that gives the file's server the registered one's prefix removed %v, want [dyn], forgotten", r.Removed)
+	}
+	if gone, _, _ := procState(dynPID); !gone {
+		t.Errorf("the registered server %d still runs after the file took its prefix", dynPID)
+	}
+	c := connectWith(t, tg.url, "Bearer "+adminToken)
+	if got := toolText(t, c.callTool("1", "gh__whoami", `{}`)); !strings.Contains(got, `"name":"file"`) {
+		t.Errorf("gh__whoami after the reload = %q, want the file's server", got)
+	}
+}
+
+func TestRegistrationOfAHugeNameIsRefusedBriefly(t *testing.T) {
+	// A name of a million bytes could never start (the marker variable is
+	// over the kernel's bound), and its DELETE would be over the header
+	// limit: the parser refuses it, and the error does not repeat it.
+	body := `{"name":"` + strings.Repeat("n", 1_000_000) + `","command":"x"}`
+	s, err := parseRegistration(&Config{file: "config.json"}, []byte(body))
+	if s != nil || err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "is 1000000 bytes long, over the limit of 64") {
+		t.Errorf("parseRegistration(a name of 1,000,000 bytes) = %v, an error of %d bytes: %.300v; want a short error naming the limit", s, len(fmt.Sprint(err)), err)
 	}
 }

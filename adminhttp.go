@@ -18,10 +18,6 @@ import (
 	"time"
 )
 
-// adminServersPath is the admin API's collection of servers; a server is
-// at adminServersPath + "/" + its name.
-const adminServersPath = "/admin/servers"
-
 // isAdminPath reports whether path is the admin API's.
 func isAdminPath(path string) bool {
 	return path == adminServersPath || strings.HasPrefix(path, adminServersPath+"/")

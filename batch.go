@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -173,9 +172,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 	if s == nil {
 		return
 	}
-	s.mu.Lock()
-	version := s.protocolVersion
-	s.mu.Unlock()
+	version := s.version()
 	if version != batchVersion {
 		writeJSONError(w, nil, batchRefusal(version))
 		return
@@ -206,7 +203,7 @@ func (h *httpFrontEnd) serveBatch(w http.ResponseWriter, r *http.Request, body [
 		w.WriteHeader(http.StatusAccepted) // every request was cancelled: nothing to answer
 		return
 	}
-	writeAnswer(w, http.StatusOK, batchReply(answers))
+	h.sendAnswer(w, s.session, s.id, nil, batchReply(answers), func(*reply) int { return http.StatusOK })
 }
 
 // streamBatch answers a batch's requests on an event stream: the messages
@@ -218,16 +215,24 @@ func (h *httpFrontEnd) streamBatch(w http.ResponseWriter, r *http.Request, s *ht
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	h.writeDeadline(rc)
 	rc.Flush()
 	out := make(chan *reply, relatedBuffer)
 	wrote := make(chan struct{})
 	go func() { // joined below, before the handler returns
 		defer close(wrote)
+		var err error
 		for m := range out {
-			io.WriteString(w, "event: message\ndata: ")
-			m.WriteTo(w)
-			io.WriteString(w, "\n\n")
-			rc.Flush()
+			if err != nil {
+				continue // the client is gone or did not read in time: drain out
+			}
+			h.writeDeadline(rc)
+			if _, err = writeSSEFrontReply(w, m); err == nil {
+				err = rc.Flush()
+			}
+			if err != nil {
+				h.logUnread(s.id, m.len(), err)
+			}
 		}
 	}()
 	var mu sync.Mutex
@@ -259,16 +264,14 @@ func (h *httpFrontEnd) streamBatch(w http.ResponseWriter, r *http.Request, s *ht
 // the last is ready (none if there is none to send). Anything else gets the
 // error that says why.
 func (f *stdioFrontEnd) serveBatch(line []byte) {
-	f.session.mu.Lock()
-	version := f.session.protocolVersion
-	f.session.mu.Unlock()
+	version := f.session.version()
 	if version != batchVersion {
-		f.lines <- errorReply(nil, batchRefusal(version))
+		f.lines <- stdioLine{msg: errorReply(nil, batchRefusal(version))}
 		return
 	}
 	msgs, werr := splitBatch(line, f.gw.config().MaxInFlightPerSession)
 	if werr != nil {
-		f.lines <- errorReply(nil, werr)
+		f.lines <- stdioLine{msg: errorReply(nil, werr)}
 		return
 	}
 	var answers []*reply
@@ -278,7 +281,7 @@ func (f *stdioFrontEnd) serveBatch(line []byte) {
 		defer f.calls.Done()
 		wait()
 		if len(answers) > 0 {
-			f.lines <- batchReply(answers)
+			f.send(nil, batchReply(answers))
 		}
 	}()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // uriSeparator joins a prefix (or, on a collision, a server's name) to a
@@ -24,12 +25,6 @@ func qualify(k kind, q, name string) string {
 	return q + toolSeparator + name
 }
 
-// backendItem is one item as its server listed it.
-type backendItem struct {
-	name string          // the server's name for it: a name, a URI or a URI template
-	raw  json.RawMessage // the object as the server sent it
-}
-
 // catalog is what clients see of every server's lists. It is immutable once
 // built.
 type catalog struct {
@@ -37,6 +32,41 @@ type catalog struct {
 	// resourceNames are the names clients see of the resources in the
 	// list, by server and the server's own URI (see clientURI).
 	resourceNames map[subKey]string
+
+	mu    sync.Mutex                       // guards views, a leaf
+	views map[*view]*[numKinds]catalogList // the lists of each view that asked, built once
+}
+
+// listsFor returns the lists that view v sees: every list for a nil view,
+// else the items v sees of each, built the first time v asks and kept with
+// the catalog, which is never changed once built. It is safe for
+// concurrent use.
+func (c *catalog) listsFor(v *view) *[numKinds]catalogList {
+	if v == nil {
+		return &c.lists
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.views[v]; l != nil {
+		return l
+	}
+	l := new([numKinds]catalogList)
+	for k := range numKinds {
+		for _, it := range c.lists[k].items {
+			if v.sees(k, it.backend.name, it.name) {
+				l[k].items = append(l[k].items, it)
+			}
+		}
+		l[k].byName = make(map[string]*catalogItem, len(l[k].items))
+		for i := range l[k].items {
+			l[k].byName[l[k].items[i].name] = &l[k].items[i]
+		}
+	}
+	if c.views == nil {
+		c.views = map[*view]*[numKinds]catalogList{}
+	}
+	c.views[v] = l
+	return l
 }
 
 // catalogList is the aggregated list of one kind, sorted by name.
@@ -244,13 +274,14 @@ func sameList(a, b catalogList) bool {
 	})
 }
 
-// page returns the result of a list request for kind k: the items after the
+// page returns the result of a list request for kind k, of the items view
+// v sees (see listsFor): the items after the
 // cursor, at most size of them, and meta, if not nil, as its _meta. The
 // cursor is the last name sent, so that a page boundary survives a change
 // of the list between pages. The result is written in one buffer of its
 // exact size from each item's JSON as the catalog holds it: nothing of the
 // catalog is copied or encoded again but the page's own bytes.
-func (c *catalog) page(k kind, params json.RawMessage, size int, meta json.RawMessage) (json.RawMessage, error) {
+func (c *catalog) page(v *view, k kind, params json.RawMessage, size int, meta json.RawMessage) (json.RawMessage, error) {
 	method := kinds[k].list
 	var p struct {
 		Cursor string `json:"cursor"`
@@ -268,7 +299,7 @@ func (c *catalog) page(k kind, params json.RawMessage, size int, meta json.RawMe
 		}
 		after = string(b)
 	}
-	items := c.lists[k].items
+	items := c.listsFor(v)[k].items
 	i := sort.Search(len(items), func(i int) bool { return items[i].name > after })
 	end := min(i+size, len(items))
 	next := ""

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,7 +25,8 @@ const catalogCacheVersion = 1
 // cachedCatalog is the content of a cache file.
 type cachedCatalog struct {
 	Version      int                          `json:"version"`
-	Server       string                       `json:"server"` // for people reading the directory
+	Server       string                       `json:"server"`           // for people reading the directory
+	Config       string                       `json:"config,omitempty"` // the absolute path of the config that wrote it, for sweepCatalogCache
 	Capabilities capabilities                 `json:"capabilities"`
 	Instructions string                       `json:"instructions,omitempty"`
 	Lists        map[string][]json.RawMessage `json:"lists"` // by kinds[k].field
@@ -37,8 +37,9 @@ type cachedCatalog struct {
 // methods are safe for concurrent use.
 type catalogCache struct {
 	dir, server, path string
-	maxItems          int   // the server's maxCatalogItems
-	maxBytes          int64 // the server's maxCatalogBytes
+	config            string // the config file's absolute path, for cachedCatalog.Config
+	maxItems          int    // the server's maxCatalogItems
+	maxBytes          int64  // the server's maxCatalogBytes
 
 	mu    sync.Mutex // orders writes
 	saved []byte     // what was last written or read, to skip writing it again
@@ -50,7 +51,7 @@ type catalogCache struct {
 func newCatalogCache(dir string, gcfg *Config, cfg *ServerConfig) *catalogCache {
 	items, size := gcfg.catalogBound(cfg)
 	return &catalogCache{dir: dir, server: cfg.Name(), path: filepath.Join(dir, cfg.Name()+"-"+catalogKey(gcfg, cfg)+".json"),
-		maxItems: items, maxBytes: size}
+		config: absConfigPath(gcfg), maxItems: items, maxBytes: size}
 }
 
 // catalogKey returns a hash of what can change server cfg's catalog: how it
@@ -73,21 +74,18 @@ func catalogKey(gcfg *Config, cfg *ServerConfig) string {
 
 // load reads the cache file and checks it against the server's catalog
 // bounds. It returns an error wrapping fs.ErrNotExist when there is none
-// yet, and another error when it cannot be used as it is.
+// yet, and another error when it cannot be used as it is, such as what is
+// not a regular file (which it never waits on; see readRegular): save
+// then renames a file over it.
 func (c *catalogCache) load() (*cachedCatalog, error) {
-	f, err := os.Open(c.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	// The JSON of the items, escaped at worst, and room for the rest.
 	limit := 2*c.maxBytes + 1<<20
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	data, err := readRegular(c.path, limit) // a FIFO put there must not hang corral
 	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, fmt.Errorf("larger than %d bytes (maxCatalogBytes)", limit)
 	case err != nil:
 		return nil, err
-	case int64(len(data)) > limit:
-		return nil, fmt.Errorf("larger than %d bytes (maxCatalogBytes)", limit)
 	}
 	var cc cachedCatalog
 	if err := json.Unmarshal(data, &cc); err != nil {
@@ -128,6 +126,7 @@ func itemName(k kind, raw json.RawMessage) (string, error) {
 // old one, so that a reader sees the old file or the new one, never a part.
 // Files of the server's older configs are removed. It blocks until done.
 func (c *catalogCache) save(cc *cachedCatalog) error {
+	cc.Config = c.config
 	data, err := json.Marshal(cc)
 	if err != nil {
 		return err
@@ -167,43 +166,76 @@ func (c *catalogCache) save(cc *cachedCatalog) error {
 func (c *catalogCache) removeOld() {
 	files, _ := filepath.Glob(filepath.Join(c.dir, c.server+"-*.json"))
 	for _, f := range files {
-		key := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), c.server+"-"), ".json")
-		if f != c.path && len(key) == 32 && strings.Trim(key, "0123456789abcdef") == "" {
+		if server, ok := cacheFileServer(filepath.Base(f)); ok && server == c.server && f != c.path {
 			os.Remove(f)
 		}
 	}
 }
 
-// cached returns what the upstream knows of the server, for the cache.
-func (u *upstream) cached(instructions string) *cachedCatalog {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	cc := &cachedCatalog{Version: catalogCacheVersion, Server: u.server, Capabilities: u.caps, Instructions: instructions, Lists: map[string][]json.RawMessage{}}
-	for k := range numKinds {
-		for _, it := range u.lists[k] {
-			cc.Lists[kinds[k].field] = append(cc.Lists[kinds[k].field], it.raw)
-		}
+// cacheFileServer returns the server name in name, the base name of a
+// file in the cache directory, and reports whether name is that of a cache
+// file: NAME-HASH.json, HASH being 32 lowercase hexadecimal digits.
+func cacheFileServer(name string) (string, bool) {
+	rest, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(rest) < 34 || rest[len(rest)-33] != '-' {
+		return "", false
 	}
-	return cc
+	key := rest[len(rest)-32:]
+	if strings.Trim(key, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return rest[:len(rest)-33], true
 }
 
-// restore makes the upstream know what cc, a checked cache file, holds, as
-// if the server had said it in a handshake.
-func (u *upstream) restore(cc *cachedCatalog) {
-	var lists [numKinds][]backendItem
-	for k := range numKinds {
-		for _, raw := range cc.Lists[kinds[k].field] {
-			name, _ := itemName(k, raw) // load checked it
-			lists[k] = append(lists[k], backendItem{name: name, raw: raw})
+// absConfigPath returns the absolute path of cfg's file, or "" for a
+// config read from no file.
+func absConfigPath(cfg *Config) string {
+	if cfg.file == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(cfg.file)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+// sweepCatalogCache removes the cache files of config cfg's servers that
+// are gone: the files in its cache directory, named as corral names them,
+// of a server that is not a lazy server of cfg, and written for cfg's file
+// (cachedCatalog.Config): configs run by other corral processes may share
+// the directory, and their files are left alone, as are files it cannot
+// read or parse. It returns the paths it removed; it blocks until done.
+// The gateway calls it at start and after each reload, once the servers
+// the reload removed are stopped.
+func sweepCatalogCache(cfg *Config) []string {
+	dir, err := cfg.catalogCacheDir()
+	config := absConfigPath(cfg)
+	if err != nil || config == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir(dir)
+	_, size := cfg.catalogBound(&ServerConfig{}) // a gone server's own bound is gone with it
+	var removed []string
+	for _, e := range entries {
+		server, ok := cacheFileServer(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if s := cfg.MCPServers[server]; s != nil && s.isLazy() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := readRegular(path, 2*size+1<<20)
+		var cc cachedCatalog
+		if err != nil || json.Unmarshal(data, &cc) != nil || cc.Config != config || cc.Server != server {
+			continue
+		}
+		if os.Remove(path) == nil {
+			removed = append(removed, path)
 		}
 	}
-	caps := cc.Capabilities
-	if caps == nil {
-		caps = capabilities{}
-	}
-	u.mu.Lock()
-	u.lists, u.caps = lists, caps
-	u.mu.Unlock()
+	return removed
 }
 
 // catalogSource says where a server's catalog comes from, for the log.

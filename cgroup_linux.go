@@ -32,7 +32,8 @@ const cgroupKillWait = 5 * time.Second
 // servers: under corral's own cgroup, in each hierarchy it uses, a cgroup
 // named cgroupPrefix + instance holds one cgroup per server. A nil
 // *cgroupTree, or one whose why is set, creates none. Its methods are safe
-// for concurrent use: they only read its fields.
+// for concurrent use: they only read its fields (escapes has a lock of its
+// own).
 type cgroupTree struct {
 	instance string
 	v2       bool
@@ -41,7 +42,12 @@ type cgroupTree struct {
 	// on v2, "" maps to the one cgroup, and each controller corral's cgroup
 	// may pass on (cgroup.controllers) maps to it too.
 	own map[string]string
-	why string // why corral cannot create cgroups; empty when it can
+	// procPaths maps the same keys as own to corral's own cgroup as
+	// /proc/PID/cgroup names it.
+	procPaths map[string]string
+	why       string // why corral cannot create cgroups; empty when it can
+
+	escapes *escapeWatch // finds and kills the processes that leave their server's cgroup
 }
 
 // newCgroupTree returns the tree of instance on this machine, read from
@@ -66,21 +72,8 @@ func newCgroupTree(instance string) *cgroupTree {
 // parseCgroupTree returns the tree of instance from the text of
 // /proc/self/cgroup and /proc/self/mountinfo, unprobed.
 func parseCgroupTree(instance, self, mountinfo string) *cgroupTree {
-	t := &cgroupTree{instance: instance, own: map[string]string{}}
-	paths := map[string]string{} // controller, or "" for v2 -> path in its hierarchy
-	for line := range strings.Lines(self) {
-		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		if f[0] == "0" && f[1] == "" {
-			paths[""] = f[2]
-			continue
-		}
-		for _, c := range strings.Split(f[1], ",") {
-			paths[c] = f[2]
-		}
-	}
+	t := &cgroupTree{instance: instance, own: map[string]string{}, procPaths: map[string]string{}, escapes: &escapeWatch{}}
+	paths := parseProcCgroup(self)
 	v1 := map[string]string{}
 	var v2 string
 	for line := range strings.Lines(mountinfo) {
@@ -108,15 +101,37 @@ func parseCgroupTree(instance, self, mountinfo string) *cgroupTree {
 		for c, dir := range v1 {
 			if dir != "" {
 				t.own[c] = dir
+				t.procPaths[c] = paths[c]
 			}
 		}
 	case v2 != "":
 		t.v2 = true
 		t.own[""] = v2
+		t.procPaths[""] = paths[""]
 	default:
 		t.why = "no cgroup hierarchy corral can use is mounted (neither cgroup v2 nor a v1 freezer hierarchy)"
 	}
 	return t
+}
+
+// parseProcCgroup returns the cgroups that the text of a /proc/PID/cgroup
+// file names, by controller on v1 and by "" on v2.
+func parseProcCgroup(text string) map[string]string {
+	paths := map[string]string{}
+	for line := range strings.Lines(text) {
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			paths[""] = f[2]
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			paths[c] = f[2]
+		}
+	}
+	return paths
 }
 
 // underMount returns the directory of cgroup path, as /proc/self/cgroup
@@ -151,6 +166,7 @@ func (t *cgroupTree) probe() {
 		data, _ := os.ReadFile(filepath.Join(t.own[""], "cgroup.controllers"))
 		for _, c := range strings.Fields(string(data)) {
 			t.own[c] = t.own[""]
+			t.procPaths[c] = t.procPaths[""]
 		}
 	}
 }
@@ -473,12 +489,14 @@ func (cg *serverCgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// close removes the instance's cgroup in every hierarchy, once corral has
-// stopped every server. A nil *cgroupTree does nothing.
+// close stops the watch for escapes and looks a last time (see
+// watchEscapes), and removes the instance's cgroup in every hierarchy, once
+// corral has stopped every server. A nil *cgroupTree does nothing.
 func (t *cgroupTree) close() error {
 	if !t.on() {
 		return nil
 	}
+	t.escapes.close(t)
 	var errs []error
 	for _, own := range t.ownDirs() {
 		if err := os.Remove(filepath.Join(own, cgroupPrefix+t.instance)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -549,7 +567,8 @@ func freezeAndKill(dir string, deadline time.Time) error {
 	return err
 }
 
-// cgroupPIDs returns the processes in the cgroup dir.
+// cgroupPIDs returns the processes in the cgroup dir, sorted, each once
+// (v1's cgroup.procs may list one several times).
 func cgroupPIDs(dir string) ([]int, error) {
 	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -563,5 +582,6 @@ func cgroupPIDs(dir string) ([]int, error) {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, sc.Err()
+	slices.Sort(pids)
+	return slices.Compact(pids), sc.Err()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -458,4 +459,13 @@ func TestCheckAndTheLogSayWhetherServersAreContained(t *testing.T) {
 	plain := startCorralAs(t, uid, `{"listen":"127.0.0.1:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	plain.waitLog(`containment is off: servers run without cgroups.*why="cannot create cgroups under`)
 	plain.waitHTTP(1)
+}
+
+func TestCgroupPIDsListsEachProcessOnce(t *testing.T) {
+	dir := t.TempDir()
+	// cgroup v1's cgroup.procs may list a process several times.
+	os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("12\n7\n12\n7\n3\n"), 0o600)
+	if pids, err := cgroupPIDs(dir); err != nil || !slices.Equal(pids, []int{3, 7, 12}) {
+		t.Errorf("cgroupPIDs = %v, %v; want [3 7 12]", pids, err)
+	}
 }

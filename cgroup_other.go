@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // cgroupTree stands for the cgroups of a corral instance, which exist only on
@@ -30,6 +31,14 @@ func (t *cgroupTree) create(server string, l Limits) (*serverCgroup, error) {
 }
 
 func (t *cgroupTree) close() error { return nil }
+
+func (t *cgroupTree) watchEscapes(log *slog.Logger, every time.Duration) {}
+
+func (t *cgroupTree) tie(pid int, server string) {}
+
+func (t *cgroupTree) killEscapees() {}
+
+const escapeWatchEvery = time.Second
 
 func (t *cgroupTree) roots() []string { return nil }
 

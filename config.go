@@ -97,6 +97,22 @@ type Config struct {
 	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
 	ReadTimeout       Duration `json:"readTimeout"`
 
+	// WriteTimeout bounds the time a client may take to read one answer,
+	// or one event of a stream: past it corral closes the connection (with
+	// -stdio, it does not apply). If zero, 60s.
+	WriteTimeout Duration `json:"writeTimeout"`
+
+	// MaxUnsentBytesPerSession and MaxUnsentBytes bound the bytes of answers
+	// that wait to be written to clients (on /mcp and with -stdio; a legacy
+	// /sse stream has its own bound): those of one session, and those of all
+	// sessions together. Such an answer counts toward its session's
+	// maxInFlightPerSession until it is written. Past either bound, a new
+	// call gets an error at once, and an answer that comes is replaced by an
+	// error naming the setting (an answer alone, or one of at most 4 KiB, is
+	// always sent). If zero, 64 MiB and 512 MiB.
+	MaxUnsentBytesPerSession int64 `json:"maxUnsentBytesPerSession"`
+	MaxUnsentBytes           int64 `json:"maxUnsentBytes"`
+
 	// MaxNotificationsPerSecond is how many notifications one server may
 	// send per second; past it they are dropped, and the log says so once
 	// per second. If zero, 200.
@@ -372,6 +388,9 @@ const (
 	defaultMaxHeaderBytes  = 64 << 10
 	defaultReadHeader      = 10 * time.Second
 	defaultReadTimeout     = 60 * time.Second
+	defaultWriteTimeout    = 60 * time.Second
+	defaultMaxUnsentBytes  = 512 << 20
+	defaultUnsentSession   = 64 << 20
 	defaultMaxNotifyRate   = 200
 	defaultMaxCatalogItems = 10000
 	defaultMaxCatalogBytes = 16 << 20
@@ -429,11 +448,21 @@ func (c *Config) supervision(s *ServerConfig) Supervision {
 	return r
 }
 
-// LoadConfig reads the config file at path and returns it validated, with
-// defaults applied. See ParseConfig for getenv and warn.
+// maxConfigBytes bounds the config file: thousands of servers fit in far
+// less.
+const maxConfigBytes = 16 << 20
+
+// LoadConfig reads the config file at path, which must be a regular file
+// (see readRegular) of at most maxConfigBytes, and returns it validated,
+// with defaults applied. See ParseConfig for getenv and warn.
 func LoadConfig(path string, getenv func(string) (string, bool), warn func(msg string)) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := readRegular(path, maxConfigBytes)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return nil, fmt.Errorf("%s: cannot read config: %w; corral reads its config again on every reload, so name a file", path, err)
+	case errors.Is(err, errTooLarge):
+		return nil, fmt.Errorf("%s: cannot read config: over %d bytes (16 MiB), the most corral reads for a config", path, maxConfigBytes)
+	case err != nil:
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
@@ -544,6 +573,9 @@ func (c *Config) applyDefaults() {
 	c.MaxHeaderBytes = firstSet(c.MaxHeaderBytes, defaultMaxHeaderBytes)
 	c.ReadHeaderTimeout = firstSet(c.ReadHeaderTimeout, Duration(defaultReadHeader))
 	c.ReadTimeout = firstSet(c.ReadTimeout, Duration(defaultReadTimeout))
+	c.WriteTimeout = firstSet(c.WriteTimeout, Duration(defaultWriteTimeout))
+	c.MaxUnsentBytesPerSession = firstSet(c.MaxUnsentBytesPerSession, defaultUnsentSession)
+	c.MaxUnsentBytes = firstSet(c.MaxUnsentBytes, defaultMaxUnsentBytes)
 	c.MaxNotificationsPerSecond = firstSet(c.MaxNotificationsPerSecond, defaultMaxNotifyRate)
 	c.MaxCatalogItems = firstSet(c.MaxCatalogItems, defaultMaxCatalogItems)
 	c.MaxCatalogBytes = firstSet(c.MaxCatalogBytes, defaultMaxCatalogBytes)
@@ -595,6 +627,18 @@ func (c *Config) Servers() []*ServerConfig {
 	return servers
 }
 
+// prefixServer returns the name of the server of c, other than except and
+// not disabled, whose prefix is prefix; "" if there is none, or if prefix is
+// "".
+func (c *Config) prefixServer(prefix, except string) string {
+	for _, s := range c.Servers() {
+		if prefix != "" && s.Prefix == prefix && s.Name() != except {
+			return s.Name()
+		}
+	}
+	return ""
+}
+
 // Name returns the server's key in mcpServers.
 func (s *ServerConfig) Name() string {
 	return s.name
@@ -638,4 +682,77 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 	default:
 		return fmt.Errorf("want a duration like \"90s\" or a number of seconds, got %s", kind)
 	}
+}
+
+// AdminConfig holds the settings of the admin API. Its zero value turns it
+// off.
+type AdminConfig struct {
+	// Registration, if true, serves /admin/servers: servers may be
+	// registered and removed at runtime. It needs a bearer token.
+	Registration bool `json:"registration"`
+
+	// MaxDynamic bounds the servers registered at runtime at one time. If
+	// zero, 10.
+	MaxDynamic int `json:"maxDynamic"`
+}
+
+const defaultMaxDynamic = 10
+
+// maxDynamic returns MaxDynamic, or its default.
+func (a AdminConfig) maxDynamic() int { return firstSet(a.MaxDynamic, defaultMaxDynamic) }
+
+// UnmarshalJSON decodes the "admin" object, refusing keys it does not know
+// and values of the wrong type, with the key in the message.
+func (a *AdminConfig) UnmarshalJSON(data []byte) error {
+	var entry map[string]json.RawMessage
+	if err := json.Unmarshal(data, &entry); err != nil || entry == nil {
+		return fmt.Errorf(`want an object such as {"registration": true, "maxDynamic": 10}, got %s`, jsonKind(data))
+	}
+	known := []string{"maxDynamic", "registration"}
+	for _, key := range slices.Sorted(maps.Keys(entry)) {
+		var err error
+		switch key {
+		case "registration":
+			if err = json.Unmarshal(entry[key], &a.Registration); err != nil {
+				err = fmt.Errorf("registration: want true or false, got %s", jsonKind(entry[key]))
+			}
+		case "maxDynamic":
+			if err = json.Unmarshal(entry[key], &a.MaxDynamic); err != nil {
+				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
+			}
+		default:
+			if near, ok := nearest(key, known); ok {
+				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
+			} else {
+				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The server scopes.
+const (
+	scopeShared  = "shared"  // one process for every session (the default)
+	scopeSession = "session" // one process per session
+)
+
+// defaultMaxInstances bounds the processes of one session-scoped server
+// when its config does not: a process per session, and sixteen sessions
+// of one server are many for one machine (each Node server holds 50-150 MB).
+const defaultMaxInstances = 16
+
+// sessionScoped reports whether the server runs a process per session.
+func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
+
+// maxInstances returns the bound on the server's processes: its
+// maxInstances, or defaultMaxInstances if zero.
+func (s *ServerConfig) maxInstances() int {
+	if s.MaxInstances > 0 {
+		return s.MaxInstances
+	}
+	return defaultMaxInstances
 }

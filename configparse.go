@@ -127,6 +127,8 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 		}
 	}
 
+	p.checkPrefixesUnique(servers)
+
 	const example = `{"mcpServers": {"echo": {"command": "..."}}}`
 	switch {
 	case enabled > 0, !ok1 || !ok2: // a map that is not one was reported
@@ -136,6 +138,24 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 		p.errorf("", "mcpServers", "no servers configured; add one, e.g. %s", example)
 	}
 	return servers
+}
+
+// checkPrefixesUnique reports each server that has the prefix of a server
+// before it by name: a prefix's names belong to its one server, and two
+// servers with one prefix would each take names the other lists.
+func (p *parser) checkPrefixesUnique(servers map[string]*ServerConfig) {
+	owner := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		s := servers[name]
+		if s.Disabled || s.Prefix == "" {
+			continue
+		}
+		if first, ok := owner[s.Prefix]; ok {
+			p.errorf(name, "prefix", "%q is also the prefix of server %q; a prefix's names belong to one server alone: give each server a prefix of its own", s.Prefix, first)
+			continue
+		}
+		owner[s.Prefix] = name
+	}
 }
 
 // serverEntries returns the entries of data, the value of the top-level key
@@ -174,6 +194,10 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 	s := &ServerConfig{name: name}
 	if name == "" {
 		p.errorf("", cmp.Or(p.origin[""], "mcpServers")+`.""`, "server name is empty; name it with letters, digits, '_', '.' and '-'")
+		return s
+	}
+	if len(name) > maxNameLen {
+		p.errorf("", cmp.Or(p.origin[name], "mcpServers"), "the server name %q... is %d bytes long, over the limit of %d; use a shorter name (it goes into the environment of the server's processes, file names and URLs)", strings.ToValidUTF8(name[:16], ""), len(name), maxNameLen)
 		return s
 	}
 	var entry map[string]json.RawMessage
@@ -327,7 +351,10 @@ func (p *parser) parseLocal(s *ServerConfig) {
 
 // validateServer checks the settings every server has, local or remote.
 func (p *parser) validateServer(name string, s *ServerConfig) {
-	if s.Prefix != "" && !validName(s.Prefix) {
+	switch {
+	case len(s.Prefix) > maxNameLen:
+		p.errorf(name, "prefix", "the prefix is %d bytes long, over the limit of %d; use a shorter one", len(s.Prefix), maxNameLen)
+	case s.Prefix != "" && !validName(s.Prefix):
 		p.errorf(name, "prefix", "invalid prefix %q; use only letters, digits, '_', '.' and '-'", s.Prefix)
 	}
 	if s.RequestTimeout < 0 {
@@ -391,12 +418,8 @@ func (p *parser) validateSupervision(server string, s Supervision) {
 // validate checks the top-level settings of c.
 func (p *parser) validate(c *Config) {
 	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			var ae *net.AddrError
-			if errors.As(err, &ae) {
-				err = errors.New(ae.Err)
-			}
-			p.errorf("", "listen", "invalid address %q: %v; write host:port, e.g. %q", c.Listen, err, defaultListen)
+		if err := checkListen(c.Listen); err != nil {
+			p.errorf("", "listen", "%v", err)
 		}
 	}
 	durations := []struct {
@@ -412,6 +435,7 @@ func (p *parser) validate(c *Config) {
 		{"sessionIdleTimeout", c.SessionIdleTimeout, defaultSessionIdle},
 		{"readHeaderTimeout", c.ReadHeaderTimeout, defaultReadHeader},
 		{"readTimeout", c.ReadTimeout, defaultReadTimeout},
+		{"writeTimeout", c.WriteTimeout, defaultWriteTimeout},
 	}
 	for _, f := range durations {
 		if f.d < 0 {
@@ -429,6 +453,8 @@ func (p *parser) validate(c *Config) {
 		{"maxSessions", int64(c.MaxSessions), defaultMaxSessions},
 		{"maxInFlightPerSession", int64(c.MaxInFlightPerSession), defaultMaxPerSession},
 		{"maxStreams", int64(c.MaxStreams), defaultMaxStreams},
+		{"maxUnsentBytesPerSession", c.MaxUnsentBytesPerSession, defaultUnsentSession},
+		{"maxUnsentBytes", c.MaxUnsentBytes, defaultMaxUnsentBytes},
 		{"maxHeaderBytes", int64(c.MaxHeaderBytes), defaultMaxHeaderBytes},
 		{"maxNotificationsPerSecond", int64(c.MaxNotificationsPerSecond), defaultMaxNotifyRate},
 		{"maxCatalogItems", int64(c.MaxCatalogItems), defaultMaxCatalogItems},
@@ -447,6 +473,23 @@ func (p *parser) validate(c *Config) {
 			p.errorf("", f.key, "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", f.n, f.def)
 		}
 	}
+}
+
+// checkListen checks addr, a listen address: host:port, with a port from 0
+// to 65535 (0: any free port).
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
+		return fmt.Errorf("invalid address %q: %v; write host:port, e.g. %q", addr, err, defaultListen)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("invalid address %q: the port must be a number from 0 to 65535, e.g. %q", addr, defaultListen)
+	}
+	return nil
 }
 
 // readToken reads the bearer token named by authTokenFile (relative to the
@@ -478,6 +521,12 @@ func (p *parser) readToken(c *Config, path string) string {
 	}
 	return ""
 }
+
+// maxNameLen bounds a server's name and its prefix, in bytes: a name goes
+// into the marker variable of each of its processes, into file names (its
+// cached catalog, its cgroup) and into URLs (the admin API), each of which has
+// bounds of its own.
+const maxNameLen = 64
 
 // validName reports whether name, a server name or tool prefix, is non-empty
 // and made only of letters, digits, '_', '.' and '-'.
@@ -613,4 +662,39 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// validateAdmin checks the "admin" settings of c: registration runs
+// commands, so it is allowed only behind a bearer token.
+func (p *parser) validateAdmin(c *Config) {
+	if c.Admin.MaxDynamic < 0 {
+		p.errorf("", "admin.maxDynamic", "must not be negative, got %d; use a positive number, or remove the key for the default (%d)", c.Admin.MaxDynamic, defaultMaxDynamic)
+	}
+	if c.Admin.Registration && c.AuthTokenFile == "" && c.AuthTokenEnv == "" {
+		p.errorf("", "admin.registration", "needs a bearer token: whoever may register a server runs a command as corral's user; set authTokenFile or authTokenEnv, or remove admin.registration")
+	}
+}
+
+// validateScope checks the server's scope and maxInstances.
+func (p *parser) validateScope(name string, s *ServerConfig) {
+	switch s.Scope {
+	case "", scopeShared, scopeSession:
+	default:
+		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
+	}
+	if s.sessionScoped() && s.URL != "" {
+		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
+	}
+	if s.sessionScoped() && s.Prerequisite != nil {
+		// A managed prerequisite lives as long as one run of its server, so
+		// the first session's process to stop would stop the prerequisite
+		// every other session's process uses.
+		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
+	}
+	switch {
+	case s.MaxInstances < 0:
+		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
+	case s.MaxInstances > 0 && !s.sessionScoped():
+		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
+	}
 }

@@ -9,9 +9,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -243,7 +241,7 @@ func (p *parser) secretFile(field, name string) (string, error) {
 // readSecretFile returns the content of the file name (relative to dir when
 // not absolute), without its trailing line breaks ("\n" or "\r\n"), as
 // mounted Kubernetes and Docker secrets are read. It refuses what is not a
-// regular file (a FIFO would block corral) and a file over
+// regular file (a FIFO would block corral; see readRegular) and a file over
 // maxSecretFileBytes. Its errors start with the file's path, and never hold
 // its content.
 func readSecretFile(dir, name string) (string, error) {
@@ -251,35 +249,18 @@ func readSecretFile(dir, name string) (string, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)
 	}
-	bare := func(err error) error {
+	data, err := readRegular(path, maxSecretFileBytes)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return "", fmt.Errorf("%s is not a regular file; name the file that holds the secret", path)
+	case errors.Is(err, errTooLarge):
+		return "", fmt.Errorf("%s is over %d bytes (64 KiB), the most corral reads for a secret", path, maxSecretFileBytes)
+	case err != nil:
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			return pe.Err
+			err = pe.Err
 		}
-		return err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %v", path, bare(err))
-	}
-	tooBig := fmt.Errorf("%s is over %d bytes (64 KiB), the most corral reads for a secret", path, maxSecretFileBytes)
-	switch {
-	case !st.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file; name the file that holds the secret", path)
-	case st.Size() > maxSecretFileBytes:
-		return "", tooBig
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("%s: %v", path, bare(err))
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("%s: %v", path, bare(err))
-	case len(data) > maxSecretFileBytes:
-		return "", tooBig
+		return "", fmt.Errorf("%s: %v", path, err)
 	}
 	return strings.TrimRight(string(data), "\r\n"), nil
 }

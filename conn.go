@@ -53,5 +53,5 @@ type lineTooLongError struct {
 }
 
 func (e *lineTooLongError) Error() string {
-	return fmt.Sprintf("message of %d bytes or more is over the %d-byte line limit (maxLineBytes)", e.size, e.max)
+	return fmt.Sprintf("a message over the %d-byte line limit (maxLineBytes): %d bytes read and dropped", e.max, e.size)
 }

@@ -13,7 +13,8 @@ import (
 // registered in the sessionSet: a modern request's session is not. Its
 // methods are safe for concurrent use; the zero value is empty.
 //
-// Lock order: a session's mu, then callingSessions.mu.
+// Lock order: mu is a leaf, taken under a session's mu (session.admit,
+// session.retire).
 type callingSessions struct {
 	mu  sync.Mutex
 	all map[*session]struct{}
@@ -44,50 +45,26 @@ func (cs *callingSessions) list() []*session {
 	return list
 }
 
-// admit records the client's request key as in flight in session s, with
-// cancel to cancel it, unless the session already has max in flight or one
-// with the same key. It returns the number in flight before, and whether
-// key was in flight already; the call is admitted when neither stops it.
-// An admitted call made once CutOff has begun is cut off at once.
+// admit records the client's request key as in flight in session s (see
+// session.admit). An admitted call made once CutOff has begun is cut off at
+// once.
 func (g *Gateway) admit(s *session, key string, cancel context.CancelCauseFunc, max int) (n int, dup bool) {
-	s.mu.Lock()
-	n = len(s.inflight)
-	_, dup = s.inflight[key]
-	admitted := n < max && !dup
-	if admitted {
-		if n == 0 {
-			g.calling.add(s)
-		}
-		s.inflight[key] = cancel
-	}
-	s.mu.Unlock()
+	n, dup = s.admit(key, cancel, max, &g.calling)
 	// CutOff cancels g.cut before it lists the sessions calling: a call
 	// added after the list sees the cut here.
-	if admitted && g.cut.Err() != nil {
+	if n < max && !dup && g.cut.Err() != nil {
 		cancel(errShuttingDown)
 	}
 	return n, dup
 }
 
 // retire forgets the client's request key in session s, once it has ended.
-func (g *Gateway) retire(s *session, key string) {
-	s.mu.Lock()
-	delete(s.inflight, key)
-	delete(s.cancelled, key)
-	if len(s.inflight) == 0 {
-		g.calling.remove(s)
-	}
-	s.mu.Unlock()
-}
+func (g *Gateway) retire(s *session, key string) { s.retire(key, &g.calling) }
 
 // cutCalls cancels every call in flight with errShuttingDown. CutOff
 // calls it once g.cut has ended.
 func (g *Gateway) cutCalls() {
 	for _, s := range g.calling.list() {
-		s.mu.Lock()
-		for _, cancel := range s.inflight {
-			cancel(errShuttingDown)
-		}
-		s.mu.Unlock()
+		s.cancelCalls(errShuttingDown)
 	}
 }

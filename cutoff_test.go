@@ -34,13 +34,13 @@ func TestCutOffEndsEveryCallInFlightAndEachCallAfterIt(t *testing.T) {
 	}
 	var answers []<-chan *reply
 	for i := range 2 {
-		s := makeSession(nil) // registered nowhere
+		s := makeSession(nil, anonymousPrincipal) // registered nowhere
 		s.initialized = true
 		answers = append(answers, call(s, fmt.Sprint("s", i, "a")), call(s, fmt.Sprint("s", i, "b")))
 	}
 	waitFor(t, 10*time.Second, "four calls in flight", func() bool { return inFlight() == 4 })
 	g.CutOff()
-	late := makeSession(nil)
+	late := makeSession(nil, anonymousPrincipal)
 	late.initialized = true
 	answers = append(answers, call(late, "late"))
 	for i, a := range answers {

@@ -336,6 +336,8 @@ func TestExitCodes(t *testing.T) {
 		{"a misspelt field is a config error", `{"mcpServers": {"a": {"comand": "x"}}}`, nil, 2, `did you mean "command"`},
 		{"a taken port cannot be served", `{"listen":"` + busy.Addr().String() + `","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, nil, 1, "address already in use"},
 		{"an unknown flag is a usage error", `{}`, []string{"-nope"}, 2, "flag provided but not defined"},
+		{"a -listen port over 65535 is a usage error", `{"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-listen", "127.0.0.1:99999"}, 2, "-listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
+		{"a listen port over 65535 is a config error", `{"listen":"127.0.0.1:99999","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-check"}, 2, "listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -416,5 +418,38 @@ func TestCheckPrintsTheResolvedConfigOrEveryError(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("-check errors lack %q:\n%s", want, log)
 		}
+	}
+}
+
+func TestCorralListedInItsOwnConfigRefusesToNest(t *testing.T) {
+	t.Parallel()
+	// The config lists corral itself, on this very config, as a desktop
+	// client's file does: the corral started as server "self" must refuse
+	// to run it again, and start nothing.
+	dir := stateDir(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	// A short startTimeout ends the first start of a corral that does not
+	// refuse (its own server "self" never gets ready) within the test.
+	config := fmt.Sprintf(`{"listen":"127.0.0.1:0","startTimeout":"5s","mcpServers":{
+		"a": {"command":%q,"args":["-state",%q,"-name","a"]},
+		"self": {"command":%q,"args":["-stdio","-config",%q]}}}`, fakeserverBin, dir, corralBin, path)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { requireGone(t, path) }) // every corral on this config, after the first is gone
+	c := startCorralIn(t, dir, path, nil, nil)
+	// The reason of the state after the first start holds the server's
+	// last stderr line.
+	m := c.waitLog(`msg=state server=self from=starting to=(\w+) (.*)`)
+	if m[1] == "ready" || !strings.Contains(m[2], `mcpServers.self: this server is corral itself`) || !strings.Contains(m[2], `running it would start corral inside corral without end`) {
+		t.Errorf("corral run as its own server: %s %s; want it refused, saying why", m[1], m[2])
+	}
+	c.waitLog(`msg=state server=a from=starting to=ready`) // its state file is written
+	if procs := fakeProcesses(t, dir); len(procs) != 1 {
+		t.Errorf("server a was started %d times, want once: the nested corral must start nothing", len(procs))
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited %d, want 0", code)
 	}
 }

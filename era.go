@@ -66,10 +66,7 @@ func (legacyEra) silencedByCancel() bool { return false }
 // of the client still unanswered. It blocks until the call ends.
 func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
 	in, b, rel := f.in, f.b, f.rel
-	s := rel.s
-	s.mu.Lock()
-	rel.caps, rel.logLevel = s.clientCaps, s.logLevel
-	s.mu.Unlock()
+	rel.caps, rel.logLevel = rel.s.client()
 	ctx, dl := armDeadline(ctx, in.cancel, f.timeout)
 	defer dl.stop()
 	defer func() {

@@ -82,6 +82,7 @@ type Gateway struct {
 	parked   *parkedExchanges // modern clients' calls waiting for their input
 	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
+	unsent   unsentBytes      // the bytes of answers waiting to be written to clients (unsent.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -118,7 +119,15 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	return g
 }
 
-// backendList returns the backends, sorted by name.
+// currentCatalog returns the catalog in force. A catalog is never changed
+// once built: a rebuild replaces it whole.
+func (g *Gateway) currentCatalog() *catalog {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cat
+}
+
+// backendList returns the backends in force, sorted by name.
 func (g *Gateway) backendList() []*backend {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -151,6 +160,31 @@ func (g *Gateway) Reload(cfg *Config) reloadReport {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	return g.reload(g.registered.merge(cfg, g.log))
+}
+
+// errGatewayClosed is reconfigure's error once Stop has begun.
+var errGatewayClosed = errors.New("corral is shutting down")
+
+// reconfigure reloads, as Reload does, the config that edit makes of the
+// one in force. edit runs under reloadMu, so that what it checks and
+// changes (the admin API's registry) agrees with the config in force; if
+// it returns an error, reconfigure returns it and reloads nothing. Once
+// Stop has begun it returns errGatewayClosed and does not call edit.
+func (g *Gateway) reconfigure(edit func(cfg *Config) (*Config, error)) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	g.mu.Lock()
+	cfg, closed := g.cfg, g.closed
+	g.mu.Unlock()
+	if closed {
+		return errGatewayClosed
+	}
+	next, err := edit(cfg)
+	if err != nil {
+		return err
+	}
+	g.reload(next)
+	return nil
 }
 
 // reload is Reload of cfg as it is, with reloadMu held.
@@ -222,10 +256,19 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		}()
 	}
 	wg.Wait()
+	g.sweepCatalogCache(cfg)
 	for _, b := range starting {
 		g.startServer(b)
 	}
 	return r
+}
+
+// sweepCatalogCache removes the catalog cache files of cfg's servers that
+// are gone, and logs each.
+func (g *Gateway) sweepCatalogCache(cfg *Config) {
+	for _, path := range sweepCatalogCache(cfg) {
+		g.log.Info("removed the catalog cache file of a server that is gone", "file", path)
+	}
 }
 
 // fingerprint sums up what running server s under cfg means; a server whose
@@ -261,8 +304,13 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	return string(b)
 }
 
-// Start starts every backend in parallel and returns at once.
+// Start removes the catalog cache files of servers that are gone (see
+// sweepCatalogCache), then starts every backend in parallel and returns
+// at once. From then until Stop, corral looks for processes that leave
+// their server's cgroup every escapeWatchEvery, and kills them.
 func (g *Gateway) Start() {
+	g.sweepCatalogCache(g.config())
+	g.cgroups.watchEscapes(g.log, escapeWatchEvery)
 	for _, b := range g.backendList() {
 		g.startServer(b)
 	}
@@ -448,16 +496,22 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	key := string(msg.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	max := g.config().MaxInFlightPerSession
-	n, dup := g.admit(s, key, cancel, max)
+	cfg := g.config()
+	// An answer not yet written counts as a call in flight (unsent.go).
+	unsent, werr := g.unsentRefusal(cfg, s)
+	if werr != nil {
+		return errorReply(msg.ID, werr)
+	}
+	max := cfg.MaxInFlightPerSession
+	n, dup := g.admit(s, key, cancel, max-unsent)
 	in.cancel = cancel
 	switch {
 	case dup:
 		// The specification forbids reusing an ID; counting calls by ID, the
 		// limit below relies on it.
 		return errorReply(msg.ID, &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request with id %s is already in flight in this session; IDs must not be reused", truncate(msg.ID, 50))})
-	case n >= max:
-		return errorReply(msg.ID, unavailable("this session has %d calls in flight, the limit (maxInFlightPerSession); wait for one to end", n))
+	case n >= max-unsent:
+		return errorReply(msg.ID, unavailable("this session has %d calls in flight and %d answers its client has not read, the limit (maxInFlightPerSession); wait for one to end", n, unsent))
 	}
 	defer g.retire(s, key)
 	if send == nil {
@@ -498,7 +552,7 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 
 // route finds the backend a request goes to and the params to send it, with
 // the server's own names in them.
-func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
+func (g *Gateway) route(ctx context.Context, v *view, msg *wireMsg) (*backend, json.RawMessage, json.RawMessage, *wireError) {
 	var p routing
 	if !scanRouting(msg.Params, &p) { // not the plain form: decoded whole
 		// Into a routing of its own, so that p, which Unmarshal would
@@ -513,25 +567,25 @@ func (g *Gateway) route(ctx context.Context, msg *wireMsg) (*backend, json.RawMe
 	if string(token) == "null" {
 		token = nil
 	}
-	b, params, werr := g.routeTo(ctx, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
+	b, params, werr := g.routeTo(ctx, v, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
 	return b, params, token, werr
 }
 
 // routeTo is route with the params decoded: name, uri, and a completion's
 // ref. The method's routing member (see methods) says which of them routes
 // it.
-func (g *Gateway) routeTo(ctx context.Context, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+func (g *Gateway) routeTo(ctx context.Context, v *view, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
 	info := methods[msg.Method]
 	var b *backend
 	var params json.RawMessage
 	var werr *wireError
 	switch info.member {
 	case routeName:
-		b, params, werr = g.routeByName(ctx, msg, info.kind, name)
+		b, params, werr = g.routeByName(ctx, v, msg, info.kind, name)
 	case routeURI:
-		b, params, werr = g.routeByURI(ctx, msg, uri)
+		b, params, werr = g.routeByURI(ctx, v, msg, uri)
 	default:
-		b, params, werr = g.routeByRef(ctx, msg, refType, refName, refURI)
+		b, params, werr = g.routeByRef(ctx, v, msg, refType, refName, refURI)
 	}
 	if werr != nil {
 		return nil, nil, werr
@@ -597,17 +651,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
 	g.forgetServerTasks(b, m)
-	b.setLogLevel(g.wantedLogLevel())
-	if m.modern.Load() {
-		return // its listen request carries the subscriptions
-	}
-	for _, uri := range g.subs.resend(b.name, m) {
-		ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(b.cfg))
-		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
-			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
-		}
-		cancel()
-	}
+	b.catchUp(m, g.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
 }
 
 // healthReport is the body of /healthz.

@@ -1,7 +1,5 @@
 package main
 
-import "time"
-
 // health is what /healthz reports of a backend.
 type health struct {
 	Name     string       `json:"name"`
@@ -28,32 +26,14 @@ type health struct {
 	Instances *int64 `json:"instances,omitempty"`
 }
 
-// health returns what /healthz reports of the backend now. It is safe for
-// concurrent use.
-func (b *backend) health() health {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	h := health{Name: b.name, State: b.state, Tools: len(b.up.items(kindTool)), Restarts: b.restarts, LastExit: b.lastExit}
-	h.Prompts, h.Resources, h.Templates = len(b.up.items(kindPrompt)), len(b.up.items(kindResource)), len(b.up.items(kindTemplate))
-	if b.proc != nil && b.state != stateIdle { // an idle server's last process is gone
-		h.PID = b.proc.pid
-		if b.state != stateReady {
-			h.Stderr = b.proc.tail.all()
-		}
+// reportScope completes h, the health of the catalog backend of a
+// session-scoped server whose state is state, with its scope and number of
+// processes. Once its probe has listed it, the server is ready: a
+// session's call starts a process of its own. The caller holds b.mu.
+func (sc *backendScope) reportScope(h *health, state backendState) {
+	n := sc.instances.Load()
+	h.Scope, h.Instances = scopeSession, &n
+	if state == stateStopped && sc.listed.Load() {
+		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
 	}
-	switch b.state {
-	case stateReady:
-		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
-		h.InFlight = b.mux.inFlight()
-	case stateIdle: // well, not an error: a request starts it
-	case stateFailed:
-		h.Error = b.lastErr
-		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
-	default:
-		h.Error = b.lastErr
-	}
-	if b.scope != nil && b.scope.catalog == nil {
-		b.scope.reportScope(&h, b.state)
-	}
-	return h
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -148,12 +149,29 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authorized reports whether the request carries the configured bearer
 // token, compared in constant time, or no token is configured.
 func (h *httpFrontEnd) authorized(r *http.Request) bool {
+	_, ok := h.authenticate(r)
+	return ok
+}
+
+// authenticate returns who sent r, and whether r may be served: the holder
+// of the bearer token, when r carries the configured one (compared in
+// constant time); anyone, when no token is configured.
+func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
 	token := h.gw.config().token
 	if token == "" {
-		return true
+		return anonymousPrincipal, true
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		return principal{}, false
+	}
+	return tokenPrincipal, true
+}
+
+// principalOf returns who sent r, a request ServeHTTP has authorized.
+func (h *httpFrontEnd) principalOf(r *http.Request) principal {
+	who, _ := h.authenticate(r)
+	return who
 }
 
 // bearerToken returns the token of an Authorization header value in the
@@ -292,7 +310,7 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
 		return nil
 	}
-	s := h.newSession()
+	s := h.newSession(h.principalOf(r))
 	if s == nil {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
 			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
@@ -311,7 +329,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
-		if answer, streamed = h.call(w, r, s.session, in, s.session); streamed {
+		if answer, streamed = h.call(w, r, s.session, s.id, in, s.session); streamed {
 			return
 		}
 	} else {
@@ -325,7 +343,47 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 		h.endSession(s)
 		w.Header().Del("Mcp-Session-Id")
 	}
-	writeAnswer(w, http.StatusOK, answer)
+	h.sendAnswer(w, s.session, s.id, msg.ID, answer, func(*reply) int { return http.StatusOK })
+}
+
+// sendAnswer writes a, the answer to the request id of session s, as JSON
+// with the status status gives it (see writeAnswer). It holds a until it is
+// written (unsent.go), and gives the client writeTimeout to take it: past
+// that, the write fails and net/http closes the connection. The log names
+// the session (sid, "" for a modern request) when a is dropped or not
+// taken in time. It blocks until a is written or has failed.
+func (h *httpFrontEnd) sendAnswer(w http.ResponseWriter, s *session, sid string, id json.RawMessage, a *reply, status func(*reply) int) {
+	held, n, refused := h.gw.holdAnswer(s, id, a)
+	if refused != "" {
+		h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", a.len(), "limit", refused)
+	}
+	h.writeDeadline(http.NewResponseController(w))
+	err := writeAnswer(w, status(held), held)
+	h.gw.releaseAnswer(s, n)
+	if err != nil {
+		h.logUnread(sid, held.len(), err)
+	}
+}
+
+// writeDeadline gives the writes to rc's connection writeTimeout from now:
+// a client that does not take them by then has its connection closed. An
+// answer, and each event of a stream, sets it before it is written; it
+// stays set for the rest of the request (net/http writes what is buffered
+// when the handler returns), and net/http clears it before the next request
+// of the connection.
+func (h *httpFrontEnd) writeDeadline(rc *http.ResponseController) {
+	rc.SetWriteDeadline(time.Now().Add(h.gw.config().WriteTimeout.D()))
+}
+
+// logUnread logs that a write of n bytes to the client of session sid ("" if
+// none) failed with err: the client did not take it within writeTimeout, or
+// went away.
+func (h *httpFrontEnd) logUnread(sid string, n int, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		h.log.Warn("a client did not read its answer within writeTimeout: its connection is closed and the answer dropped", "session", sid, "bytes", n, "writeTimeout", h.gw.config().WriteTimeout.D())
+		return
+	}
+	h.log.Debug("writing an answer failed: the client went away", "session", sid, "bytes", n, "err", err)
 }
 
 // writeJSONError answers 400 Bad Request with a JSON-RPC error for the
@@ -346,17 +404,25 @@ const relatedBuffer = 256
 // them, in order, and then the answer (streamed is true). The stream's
 // writer starts with the first such message, so that a plain call costs no
 // goroutine; after answers, messages go to after's own stream (if after is
-// not nil).
-func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, in *inbound, after *session) (answer *reply, streamed bool) {
+// not nil). A streamed answer is held and written as sendAnswer does; sid
+// names the session in the log ("" for a modern request).
+func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, sid string, in *inbound, after *session) (answer *reply, streamed bool) {
 	rs := &relatedStream{h: h, w: w, after: after, method: in.msg.Method}
 	answer = h.gw.handle(r.Context(), s, in, rs.send)
 	if !rs.end() {
 		return answer, false
 	}
 	if answer != nil {
-		io.WriteString(w, "event: message\ndata: ")
-		answer.WriteTo(w)
-		io.WriteString(w, "\n\n") // the handler's return sends it
+		held, n, refused := h.gw.holdAnswer(s, in.msg.ID, answer)
+		if refused != "" {
+			h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", answer.len(), "limit", refused)
+		}
+		h.writeDeadline(http.NewResponseController(w))
+		_, err := writeSSEFrontReply(w, held) // the handler's return sends the end
+		h.gw.releaseAnswer(s, n)
+		if err != nil {
+			h.logUnread(sid, held.len(), err)
+		}
 	}
 	return nil, true
 }
@@ -411,9 +477,15 @@ func (rs *relatedStream) write(rel <-chan []byte, wrote chan<- struct{}) {
 	rs.w.Header().Set("Cache-Control", "no-cache")
 	rs.w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rs.w)
+	var err error
 	for m := range rel {
-		writeSSE(rs.w, m)
-		rc.Flush()
+		if err != nil {
+			continue // the client is gone or did not read: drain rel
+		}
+		rs.h.writeDeadline(rc)
+		if _, err = writeSSE(rs.w, m); err == nil {
+			err = rc.Flush()
+		}
 	}
 }
 
@@ -452,15 +524,22 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
-	s := h.gw.detachedSession()
-	a, streamed := h.call(w, r, s, in, nil)
+	s := h.gw.detachedSession(h.principalOf(r))
+	a, streamed := h.call(w, r, s, "", in, nil)
 	if streamed {
 		return
 	}
 	if a == nil {
 		return // the client went away, which cancelled the request
 	}
-	answer(modernStatus(a), a)
+	h.sendAnswer(w, s, "", msg.ID, a, modernStatus)
+}
+
+// session returns the session whose ID is id, or nil.
+func (h *httpFrontEnd) session(id string) *httpSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
 }
 
 // lookupSession returns the session named by the request's Mcp-Session-Id, or
@@ -471,9 +550,7 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "missing Mcp-Session-Id header; send initialize first to open a session")
 		return nil
 	}
-	h.mu.Lock()
-	s := h.sessions[id]
-	h.mu.Unlock()
+	s := h.session(id)
 	if s == nil || s.sse != nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
@@ -482,10 +559,11 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 	return s
 }
 
-// newSession opens a session, or returns nil when maxSessions are open.
-func (h *httpFrontEnd) newSession() *httpSession {
+// newSession opens a session of who's, or returns nil when maxSessions are
+// open.
+func (h *httpFrontEnd) newSession(who principal) *httpSession {
 	s := &httpSession{}
-	return h.addSession(s, func(msg []byte) {
+	return h.addSession(s, who, func(msg []byte) {
 		select {
 		case s.eventQueue() <- msg:
 		default:
@@ -498,7 +576,7 @@ func (h *httpFrontEnd) newSession() *httpSession {
 // returns s, or nil (s not registered, no gateway session) when maxSessions
 // are open. Both front ends (Streamable HTTP and legacy SSE) open sessions
 // through it, so that they count against one maxSessions.
-func (h *httpFrontEnd) addSession(s *httpSession, deliver func(msg []byte)) *httpSession {
+func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) *httpSession {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	s.id = hex.EncodeToString(b[:])
@@ -511,7 +589,7 @@ func (h *httpFrontEnd) addSession(s *httpSession, deliver func(msg []byte)) *htt
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
-	s.session = h.gw.newSession(deliver)
+	s.session = h.gw.newSession(deliver, who)
 	return s
 }
 
@@ -632,15 +710,20 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	h.writeDeadline(rc)
 	rc.Flush()
 	events := s.eventQueue()
 	for {
 		select {
 		case msg := <-events:
+			h.writeDeadline(rc)
 			if _, err := writeSSE(w, msg); err != nil {
 				return
 			}
-			rc.Flush()
+			if err := rc.Flush(); err != nil {
+				h.logUnread(s.id, len(msg), err)
+				return
+			}
 		case <-mine:
 			return
 		case <-s.ended:
@@ -725,4 +808,16 @@ func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, 
 	}
 	<-errc
 	return nil
+}
+
+// sessionUnsent returns how many answers of the session id wait to be
+// written to its client, and their bytes; none if there is no such session.
+func (h *httpFrontEnd) sessionUnsent(id string) (count int, bytes int64) {
+	h.mu.Lock()
+	s := h.sessions[id]
+	h.mu.Unlock()
+	if s == nil {
+		return 0, 0
+	}
+	return s.unsent()
 }

@@ -12,11 +12,6 @@ import (
 // length, so that net/http sends headers and body in one write to the
 // connection, never chunked.
 
-// versionHeader is the name of the MCP-Protocol-Version header in the
-// canonical form net/http keys headers by: Header.Get with any other
-// spelling makes the canonical one anew on every call.
-const versionHeader = "Mcp-Protocol-Version"
-
 // exactBodyBytes bounds the buffer allocated for a request body before its
 // bytes arrive: a body that declares a length up to it is read into one
 // buffer of that length; a larger one, or one of unknown length, into a
@@ -64,8 +59,8 @@ const chunkingBuffer = 2048
 // Content-Length: set here for an answer too large for net/http's buffer,
 // else by net/http itself. An answer that fits in the connection's buffer
 // (4 KiB) leaves with its headers in one write when the handler returns; it
-// must not be flushed before.
-func writeAnswer(w http.ResponseWriter, status int, a *reply) {
+// must not be flushed before. It returns the error of a write that failed.
+func writeAnswer(w http.ResponseWriter, status int, a *reply) error {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	if n := a.len(); n >= chunkingBuffer {
@@ -74,5 +69,6 @@ func writeAnswer(w http.ResponseWriter, status int, a *reply) {
 	if status != http.StatusOK {
 		w.WriteHeader(status)
 	}
-	a.WriteTo(w)
+	_, err := a.WriteTo(w)
+	return err
 }

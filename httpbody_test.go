@@ -53,7 +53,7 @@ func TestCallAddsTwoAllocations(t *testing.T) {
 	send := func([]byte) {}
 	handle := testing.AllocsPerRun(200, func() { tg.gw.handle(r.Context(), s.session, in, send) })
 	call := testing.AllocsPerRun(200, func() {
-		if a, streamed := tg.h.call(w, r, s.session, in, s.session); a == nil || streamed {
+		if a, streamed := tg.h.call(w, r, s.session, s.id, in, s.session); a == nil || streamed {
 			t.Fatalf("call(ping) = %v, %v; want an answer, not streamed", a, streamed)
 		}
 	})
@@ -265,7 +265,7 @@ func TestIdleSessionHoldsNoEventQueue(t *testing.T) {
 	sessions := make([]*httpSession, 0, n)
 	before := heap()
 	for range n {
-		sessions = append(sessions, tg.h.newSession())
+		sessions = append(sessions, tg.h.newSession(anonymousPrincipal))
 	}
 	perSession := float64(heap()-before) / n
 	t.Logf("an idle session: %.0f bytes of heap", perSession)

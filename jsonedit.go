@@ -115,3 +115,37 @@ func jsonString(s string) []byte {
 	enc.Encode(s)
 	return []byte(strings.TrimSuffix(b.String(), "\n"))
 }
+
+// setMeta returns params with member key of its _meta set to value. No
+// params count as an empty object; params that are not an object are
+// returned as they are.
+func setMeta(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil || fields == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	json.Unmarshal(fields["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[key] = value
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// setMember returns the object raw with member key set to value; raw that is
+// not an object is returned as it is.
+func setMember(raw json.RawMessage, key string, value any) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return raw
+	}
+	fields[key], _ = json.Marshal(value)
+	out, _ := json.Marshal(fields)
+	return out
+}

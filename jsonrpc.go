@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -191,4 +192,53 @@ func truncate(b []byte, n int) string {
 		return string(b)
 	}
 	return string(b[:n]) + "..."
+}
+
+// reply is an answer for a client. A server's result stays the slice of the
+
+// line it arrived in and is written out after head, never copied into one
+// buffer with it: a result may be tens of megabytes.
+type reply struct {
+	head   []byte // the message up to its result, or the whole message
+	result []byte // if not nil, written after head and followed by "}"
+	code   int    // the error code of an error answer
+	small  [48]byte
+}
+
+// resultReply returns the answer to request id with a result.
+func resultReply(id, result json.RawMessage) *reply {
+	r := &reply{result: result}
+	head := r.small[:0] // one allocation for a short ID, not two
+	head = append(head, `{"jsonrpc":"2.0","id":`...)
+	head = append(head, id...)
+	r.head = append(head, `,"result":`...)
+	return r
+}
+
+// errorReply returns the answer to request id (null if empty) with an error.
+func errorReply(id json.RawMessage, e *wireError) *reply {
+	return &reply{head: encodeErrorResponse(id, e), code: e.Code}
+}
+
+// len returns the number of bytes WriteTo writes.
+func (r *reply) len() int {
+	if r.result == nil {
+		return len(r.head)
+	}
+	return len(r.head) + len(r.result) + 1
+}
+
+// WriteTo writes the message to w, without a newline.
+func (r *reply) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(r.head)
+	if err != nil || r.result == nil {
+		return int64(n), err
+	}
+	m, err := w.Write(r.result)
+	n += m
+	if err != nil {
+		return int64(n), err
+	}
+	m, err = io.WriteString(w, "}") // no allocation where w has WriteString
+	return int64(n + m), err
 }

@@ -258,10 +258,12 @@ func (r *orphanReaper) Close() {
 // be re-parented to it. Each process is checked again once pinned (killPinned).
 // Killing a process may orphan children of its own, so it sweeps until none is
 // left. Where /proc does not show this process's PID namespace it finds
-// nothing. It returns the PIDs it killed.
+// nothing. It returns the PIDs it killed, each once: a process killed but
+// not yet gone is found, and killed, again in the next round.
 func sweepMarked(instance, server string, r *orphanReaper) []int {
 	orphans := server == "" && r != nil
 	var killed []int
+	seen := map[int]bool{}
 	for range 10 {
 		candidates := markedProcesses(instance, server)
 		if orphans {
@@ -273,7 +275,8 @@ func sweepMarked(instance, server string, r *orphanReaper) []int {
 				continue
 			}
 			found++
-			if killPinned(pid, func() bool { return sweepCandidate(pid, instance, server, orphans) && !r.isLive(pid) }) {
+			if killPinned(pid, func() bool { return sweepCandidate(pid, instance, server, orphans) && !r.isLive(pid) }) && !seen[pid] {
+				seen[pid] = true
 				killed = append(killed, pid)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,19 +25,72 @@ const stateIdle backendState = "idle"
 // is in use, whatever idleStop is.
 const minIdleCheck = 50 * time.Millisecond
 
-// lazyState is what a backend keeps for lazy start and idle stop. Its
-// fields are guarded by the backend's mu, but idleStop, wake and cache,
-// which initLazy sets once, and busy and lastUse, which are atomic: a call
-// claims the server under mu, and releases it without.
+// lazyState is what a backend keeps for lazy start and idle stop.
+// idleStop, wake and cache are set once by initLazy; busy and lastUse are
+// atomic: a call claims the server under the backend's mu, and releases it
+// without.
+//
+// Lock order: mu is a leaf, taken under the backend's mu (backend.claim,
+// backend.idleWait), so that a call's claim and an idle check agree on
+// whether the backend dozes.
 type lazyState struct {
 	idleStop time.Duration // zero: never
-	probe    bool          // the next run lists the server for the cache, and stops as soon as it is idle
-	dozing   bool          // the backend is idle, or is being stopped for being idle: calls wake it
-	woken    bool          // a call asked for a start since the backend went idle
 	busy     atomic.Int64  // calls that took the ready mux and have not returned
 	lastUse  atomic.Int64  // when a call last began or ended (Unix nanoseconds), with an idleStop
 	wake     chan struct{} // one slot: a call's ask for a start
 	cache    *catalogCache // the server's cache file; nil unless lazy with a cache directory
+
+	mu     sync.Mutex
+	probe  bool // the next run lists the server for the cache, and stops as soon as it is idle
+	dozing bool // the backend is idle, or is being stopped for being idle: calls wake it
+	woken  bool // a call asked for a start since the backend went idle
+}
+
+// askIfDozing reports whether the backend dozes; if it does, it asks for a
+// start, once per idle spell. It does not block.
+func (l *lazyState) askIfDozing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.dozing {
+		return false
+	}
+	if !l.woken {
+		l.woken = true
+		l.wake <- struct{}{} // the slot is empty: one ask per spell
+	}
+	return true
+}
+
+// isDozing reports whether the backend is to stay idle until a call wakes
+// it.
+func (l *lazyState) isDozing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dozing
+}
+
+// doze begins an idle spell: calls from now on wake the backend.
+func (l *lazyState) doze() {
+	l.mu.Lock()
+	l.dozing, l.woken = true, false
+	l.mu.Unlock()
+}
+
+// awake ends an idle spell.
+func (l *lazyState) awake() {
+	l.mu.Lock()
+	l.dozing, l.woken = false, false
+	l.mu.Unlock()
+}
+
+// takeProbe reports whether this run is a probe, and makes the next one
+// not.
+func (l *lazyState) takeProbe() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	probe := l.probe
+	l.probe = false
+	return probe
 }
 
 // initLazy sets up the backend's lazy start and idle stop, before it is
@@ -91,10 +145,7 @@ func (b *backend) saveCatalog() {
 	if c == nil {
 		return
 	}
-	b.mu.Lock()
-	instructions := b.instructions
-	b.mu.Unlock()
-	if err := c.save(b.up.cached(instructions)); err != nil {
+	if err := c.save(b.up.cached(b.instructionsText())); err != nil {
 		b.log.Warn("cannot write the catalog cache; the next start of corral lists the server again", "file", c.path, "err", err)
 	}
 }
@@ -116,54 +167,19 @@ func (b *backend) nap(first *bool, why *string) bool {
 }
 
 // asleep reports whether the backend is to stay idle until a call wakes it.
-func (b *backend) asleep() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.lazy.dozing
-}
+func (b *backend) asleep() bool { return b.lazy.isDozing() }
 
 // sleep keeps the backend idle until a call wakes it, and reports true, or
 // until stop begins, and reports false. It blocks.
 func (b *backend) sleep() bool {
-	b.mu.Lock()
-	why := b.lastErr
-	b.mu.Unlock()
-	b.setState(stateIdle, why)
+	b.setState(stateIdle, b.lastError())
 	select {
 	case <-b.lazy.wake:
 	case <-b.stopCh:
 		return false
 	}
-	b.mu.Lock()
-	b.lazy.dozing, b.lazy.woken = false, false
-	b.mu.Unlock()
+	b.lazy.awake()
 	return true
-}
-
-// claim returns what a call needs of the backend's state. While the
-// backend is ready the call counts as using the server until release, so
-// that an idle stop cannot take the server from under it. An idle backend
-// reads as stateIdle, and is asked to start (only the first ask of an idle
-// spell is sent); a ready one whose run is over reads as stateBackoff, as
-// leaveReady is on its way. It does not block.
-func (b *backend) claim() (state backendState, m *mux, changed chan struct{}, lastErr string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	state, m, changed, lastErr = b.state, b.mux, b.changed, b.lastErr
-	switch {
-	case b.lazy.dozing:
-		state = stateIdle
-		if !b.lazy.woken {
-			b.lazy.woken = true
-			b.lazy.wake <- struct{}{} // the slot is empty: one ask per spell
-		}
-	case state == stateReady && closed(m.done):
-		state = stateBackoff
-	case state == stateReady:
-		b.lazy.busy.Add(1)
-		b.used()
-	}
-	return state, m, changed, lastErr
 }
 
 // closed reports whether ch is closed.
@@ -194,10 +210,7 @@ func (b *backend) used() {
 // soon as it has none), and leaves the backend idle. It returns when m
 // closes.
 func (b *backend) idleLoop(m *mux, stop func()) {
-	b.mu.Lock()
-	d, probe := b.lazy.idleStop, b.lazy.probe
-	b.lazy.probe = false
-	b.mu.Unlock()
+	d, probe := b.lazy.idleStop, b.lazy.takeProbe()
 	b.used()
 	why := fmt.Sprintf("stopped after %s with nothing in flight (idleStop); the next request starts it", d)
 	switch {
@@ -223,23 +236,6 @@ func (b *backend) idleLoop(m *mux, stop func()) {
 	b.setState(stateIdle, why)
 	m.close(unavailable("server %q was stopped: %s", b.name, why))
 	stop()
-}
-
-// idleWait returns how long the run whose mux is m must stay up before it
-// has been idle for d, or zero if it has: then the backend is dozing, and
-// calls from now on wake it rather than use m.
-func (b *backend) idleWait(m *mux, d time.Duration) time.Duration {
-	subscribed := len(b.gw.subscribedURIs(b.name)) > 0 // no gateway lock under b.mu
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if subscribed || b.state != stateReady || b.mux != m || b.lazy.busy.Load() > 0 || m.inFlight() > 0 {
-		return max(d, minIdleCheck)
-	}
-	if left := d - time.Since(time.Unix(0, b.lazy.lastUse.Load())); left > 0 {
-		return left
-	}
-	b.lazy.dozing, b.lazy.woken = true, false
-	return 0
 }
 
 // startWaitError is the error of a call whose deadline passed while it

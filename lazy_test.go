@@ -429,3 +429,70 @@ func TestACatalogCacheOverTheServersBoundsIsRefused(t *testing.T) {
 		t.Errorf("load of 3 items with maxCatalogItems 3 = %v, %v; want the 3 tools", cc, err)
 	}
 }
+
+func TestSweepCatalogCacheRemovesOnlyItsConfigsFilesOfServersThatAreGone(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	parse := func(path, src string) *Config {
+		t.Helper()
+		cfg, err := ParseConfig(path, []byte(src), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	mine, theirs := filepath.Join(dir, "corral.json"), filepath.Join(dir, "other.json")
+	files := map[string]string{} // server -> its file
+	for path, src := range map[string]string{
+		mine:   `{"cacheDir":"cache","mcpServers":{"a":{"command":"x","start":"lazy"},"gone":{"command":"y","start":"lazy"},"now-eager":{"command":"z","start":"lazy"}}}`,
+		theirs: `{"cacheDir":"cache","mcpServers":{"theirs":{"command":"q","start":"lazy"}}}`,
+	} {
+		cfg := parse(path, src)
+		for _, s := range cfg.Servers() {
+			c := newCatalogCache(cache, cfg, s)
+			if err := c.save((&upstream{server: s.Name()}).cached("")); err != nil {
+				t.Fatal(err)
+			}
+			files[s.Name()] = c.path
+		}
+	}
+	gone, _ := os.ReadFile(files["gone"])
+	for _, name := range []string{"notes.json", "gone-1234.json", "gone-" + strings.Repeat("A", 32) + ".json"} {
+		os.WriteFile(filepath.Join(cache, name), gone, 0o600) // not named as corral names its files
+	}
+
+	removed := sweepCatalogCache(parse(mine, `{"cacheDir":"cache","mcpServers":{"a":{"command":"x","start":"lazy"},"now-eager":{"command":"z"}}}`))
+	slices.Sort(removed)
+	if want := []string{files["gone"], files["now-eager"]}; !slices.Equal(removed, want) {
+		t.Errorf("sweepCatalogCache removed %q, want %q", removed, want)
+	}
+	var left []string
+	for _, f := range cacheFiles(t, cache) {
+		left = append(left, filepath.Base(f))
+	}
+	want := []string{"gone-1234.json", "gone-" + strings.Repeat("A", 32) + ".json", "notes.json", filepath.Base(files["a"]), filepath.Base(files["theirs"])}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("files left = %q, want %q", left, want)
+	}
+}
+
+func TestALazyServerRemovedByAReloadLeavesNoCacheFile(t *testing.T) {
+	dir, cache := stateDir(t), t.TempDir()
+	tg, _ := startLazyGateway(t, lazyConfig, dir, cache)
+	waitState(t, tg.gw.backends[0], stateIdle, 15*time.Second)
+	if files := cacheFiles(t, cache); len(files) != 1 {
+		t.Fatalf("cache files = %q, want the lazy server's", files)
+	}
+	cfg, err := ParseConfig(tg.gw.config().file, []byte(`{"cacheDir": "`+cache+`", "mcpServers": {"b": {"command": "`+fakeserverBin+`",
+		"args": ["-state", "`+dir+`", "-lifetime", "2m"]}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tg.gw.Reload(cfg); !slices.Equal(r.Removed, []string{"a"}) {
+		t.Fatalf("Reload removed %q, want a", r.Removed)
+	}
+	if files := cacheFiles(t, cache); len(files) != 0 {
+		t.Errorf("cache files after the reload removed the server = %q, want none", files)
+	}
+}

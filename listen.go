@@ -15,7 +15,8 @@ import (
 // asks for, and the updates of the resources it names, go on the request's
 // stream, each with the request's ID as its subscription ID, until the
 // client closes the stream (or cancels the request) or corral shuts down.
-func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *reply {
+// The listening session is who's: it hears only of what who sees.
+func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send func([]byte)) *reply {
 	var p struct {
 		Notifications *struct {
 			Tools     bool     `json:"toolsListChanged"`
@@ -35,8 +36,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		"notifications/resources/updated": true,
 	}
 	subID := msg.ID
-	ls := &session{initialized: true, inflight: map[string]context.CancelCauseFunc{}, cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
-	ls.notify = func(note []byte) {
+	notify := func(note []byte) {
 		var m struct {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
@@ -47,6 +47,7 @@ func (g *Gateway) listen(ctx context.Context, msg *wireMsg, send func([]byte)) *
 		line, _ := encodeNotification(m.Method, setMeta(m.Params, metaSubscriptionID, subID))
 		send(line[:len(line)-1])
 	}
+	ls := listeningSession(notify, who)
 	g.sessions.add(ls)
 	defer g.endSession(ls)
 	var honoured []string

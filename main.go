@@ -23,13 +23,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
 )
-
-// version is corral's version, reported by -version and in serverInfo.
-var version = "0.1.0-dev"
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == shimArg {
@@ -66,6 +64,11 @@ type invocation struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	cfg            *Config
+
+	// remote is the address of corral's listener when it is not a loopback
+	// address, and "" otherwise (or with -stdio). It is set before reloads
+	// start, and read by them: a reload cannot take the token away from it.
+	remote string
 }
 
 // parseFlags parses args into inv, and reports whether corral is done
@@ -80,7 +83,7 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&inv.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
-	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start)")
+	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start and reload)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
@@ -101,6 +104,12 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	if inv.configPath == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2, true
+	}
+	if inv.listen != "" {
+		if err := checkListen(inv.listen); err != nil {
+			fmt.Fprintf(inv.stderr, "corral: -listen: %v\n", err)
+			return 2, true
+		}
 	}
 	return 0, false
 }
@@ -145,7 +154,40 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
 	}
+	if name := selfServer(cfg); name != "" {
+		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
+			inv.configPath, quoteName(name), name, name, inv.configPath)
+		return 2, true
+	}
 	return 0, false
+}
+
+// selfServer returns the name of the server of cfg that is this very corral
+// again, or "": this corral runs as server NAME of another corral (whose
+// marker is in its environment, see markerEnv), and cfg's server NAME runs
+// corral's own executable. That is a config listing corral itself, as a
+// desktop client's file does, used as corral's config: each corral would
+// start the next.
+func selfServer(cfg *Config) string {
+	name, ok := os.LookupEnv(envServer)
+	if !ok || os.Getenv(envInstance) == "" {
+		return ""
+	}
+	s := cfg.MCPServers[name]
+	if s == nil || s.Disabled || s.URL != "" {
+		return ""
+	}
+	self, err1 := os.Executable()
+	path, err2 := exec.LookPath(s.Command)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	a, err1 := os.Stat(self)
+	b, err2 := os.Stat(path)
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		return ""
+	}
+	return name
 }
 
 // readConfig reads the config file, with -listen in force over its listen.
@@ -186,6 +228,9 @@ func (inv *invocation) serve(stdin io.Reader) int {
 		var code int
 		if ln, loopback, code = inv.openListener(); ln == nil {
 			return code
+		}
+		if !loopback {
+			inv.remote = shownAddr(cfg.Listen, ln.Addr())
 		}
 	}
 	gw.Start()
@@ -292,15 +337,34 @@ func (inv *invocation) openListener() (ln net.Listener, loopback bool, code int)
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok {
 		loopback = tcp.IP.IsLoopback()
 	}
+	addr = shownAddr(addr, ln.Addr())
 	if !loopback && inv.cfg.token == "" {
 		if !inv.allowRemote {
 			ln.Close()
-			fmt.Fprintf(inv.stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: anyone who can reach it could run your MCP servers' tools; set authTokenFile or authTokenEnv in %s, or pass -allow-remote-without-token\n", ln.Addr(), inv.configPath)
+			fmt.Fprintf(inv.stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: %s\n", addr, inv.remoteHint())
 			return nil, false, 2
 		}
-		inv.log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", ln.Addr().String())
+		inv.log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", addr)
 	}
 	return ln, loopback, 0
+}
+
+// shownAddr returns the address a listener on addr, as configured, listens
+// on, for messages: addr's host as written (a listener on 0.0.0.0 reports
+// [::]) with the port it was given (addr's may be 0).
+func shownAddr(addr string, bound net.Addr) string {
+	host, _, err1 := net.SplitHostPort(addr)
+	_, port, err2 := net.SplitHostPort(bound.String())
+	if err1 != nil || err2 != nil {
+		return bound.String()
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// remoteHint says why a listener beyond loopback needs a bearer token, and
+// the ways to give it one or to do without.
+func (inv *invocation) remoteHint() string {
+	return fmt.Sprintf("anyone who can reach it could run your MCP servers' tools; set authTokenFile or authTokenEnv in %s, or pass -allow-remote-without-token", inv.configPath)
 }
 
 // reloadOnHUP starts the goroutine that reloads the config on each SIGHUP
@@ -326,12 +390,20 @@ func (inv *invocation) reloadOnHUP(ctx context.Context, gw *Gateway) <-chan stru
 }
 
 // reload reads the config file again and applies it to gw, or logs why it
-// cannot.
+// cannot. As at the start, it refuses a config with no bearer token while
+// corral listens beyond loopback, unless -allow-remote-without-token.
 func (inv *invocation) reload(gw *Gateway) {
 	next, err := inv.readConfig()
 	if err != nil {
 		inv.log.Error("reload: the config has errors; the running config stays in force", "err", err)
 		return
+	}
+	if inv.remote != "" && next.token == "" {
+		if !inv.allowRemote {
+			inv.log.Error("reload: refused: the config has no bearer token, and corral listens on an address other than loopback; the running config stays in force", "addr", inv.remote, "fix", inv.remoteHint())
+			return
+		}
+		inv.log.Warn("reload: no bearer token while listening on a non-loopback address: anyone who can reach it can call every tool", "addr", inv.remote)
 	}
 	r := gw.Reload(next)
 	inv.log.Info("reloaded", "added", r.Added, "removed", r.Removed, "changed", r.Changed, "kept", r.Kept)

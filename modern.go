@@ -22,9 +22,6 @@ import (
 // deciding by each request's _meta, and speaks to each server in the era
 // the server speaks, found by probing with server/discover at every start.
 
-// modernVersion is the one modern protocol version corral speaks.
-const modernVersion = "2026-07-28"
-
 // claimsModern reports whether a request's params carry the modern era's
 // protocol version in _meta, which makes it a modern request.
 func claimsModern(params json.RawMessage) bool {
@@ -235,11 +232,9 @@ func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMe
 	replies := map[string]chan *wireMsg{}
 	var ids []int64
 	defer func() {
-		s.mu.Lock()
 		for _, id := range ids {
-			delete(s.outbound, id) // those the client did not answer
+			s.take(id) // those the client did not answer
 		}
-		s.mu.Unlock()
 	}()
 	max := g.config().MaxServerRequestsPerSession
 	for _, key := range slices.Sorted(maps.Keys(ir.InputRequests)) {
@@ -249,15 +244,11 @@ func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMe
 		}
 		json.Unmarshal(ir.InputRequests[key], &in)
 		c := make(chan *wireMsg, 1)
-		s.mu.Lock()
-		if n := len(s.outbound); n >= max {
-			s.mu.Unlock()
-			return nil, unavailable("%d requests of servers wait for the client's answers, the limit (maxServerRequestsPerSession); corral refuses more until some are answered", n)
+		o := &outbound{reply: c}
+		if werr := s.enqueue(o, max); werr != nil {
+			return nil, werr
 		}
-		s.nextOut++
-		id := s.nextOut
-		s.outbound[id] = &outbound{reply: c}
-		s.mu.Unlock()
+		id := o.out
 		ids = append(ids, id)
 		line, err := encodeRequest(id, in.Method, in.Params)
 		if err != nil {
@@ -283,21 +274,6 @@ func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMe
 		params = setMember(params, "requestState", ir.RequestState)
 	}
 	return params, nil
-}
-
-// exchange is a call of a modern client to a legacy server that made
-// requests of the client: the call goes on while the client, told what the
-// server asks with an input_required result, answers and sends the request
-// again with corral's requestState.
-type exchange struct {
-	rel    *related
-	done   chan struct{} // closed when the call has ended
-	answer *wireMsg
-	err    error
-	cancel context.CancelFunc
-
-	pending map[string]*outbound // input requests the client has yet to answer, by key
-	n       int                  // input requests so far
 }
 
 // statePrefix starts the requestState of an exchange.

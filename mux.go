@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -54,7 +53,7 @@ type mux struct {
 
 	mu      sync.Mutex
 	pending map[int64]*pendingCall // by the ID sent to the server
-	asked   map[string]*outbound   // the server's requests waiting for a client, by the server's ID
+	asked   map[string]asked       // the server's requests waiting for a client, by the server's ID
 	err     error                  // why the mux closed; set once
 	done    chan struct{}          // closed when err is set
 }
@@ -72,17 +71,36 @@ func newMux(name string, maxInFlight int, log *slog.Logger, onNotify func(*wireM
 		out:     outbox{max: 2*maxInFlight + 16, kick: make(chan struct{}, 1)},
 		slots:   make(chan struct{}, maxInFlight),
 		pending: make(map[int64]*pendingCall),
-		asked:   make(map[string]*outbound),
+		asked:   make(map[string]asked),
 		done:    make(chan struct{}),
 		notes:   perSecond{limit: defaultMaxNotifyRate},
 		logs:    perSecond{limit: 10},
 	}
 }
 
+// caller is the client request a call is made for, as the mux sees it: the
+// client's progress token, restored on the server's progress, and a way to
+// send the client a message while the call is in flight. Whatever else its
+// owner keeps of the request is opaque to the mux, which hands the caller
+// back as it was given (callers, and the translator of the server's era).
+type caller interface {
+	// progressToken returns the client's progress token, or nil.
+	progressToken() json.RawMessage
+	// send delivers msg on the request's stream; it never blocks.
+	send(msg []byte)
+}
+
+// asked is a request of the server's passed on to a client, as the mux
+// keeps it until it is settled: by the server's ID. Its owner is opaque to
+// the mux.
+type asked interface {
+	serverID() json.RawMessage
+}
+
 // eraTranslator rewrites the params of a request for the server's protocol era;
-// rel is the client request it is made for, or nil for corral's own. The
+// c is the client request it is made for, or nil for corral's own. The
 // upstream client, which learns the server's era, supplies it.
-type eraTranslator func(params json.RawMessage, rel *related) json.RawMessage
+type eraTranslator func(params json.RawMessage, c caller) json.RawMessage
 
 // speakModern records that the server speaks the 2026-07-28 era, and how to
 // put that era's _meta on each request sent to it. The upstream client calls
@@ -96,20 +114,7 @@ func (m *mux) speakModern(translate eraTranslator) {
 // answer only under mu, by whoever removes the call from pending.
 type pendingCall struct {
 	answer chan *wireMsg // holds the one answer
-	rel    *related      // nil for corral's own requests
-}
-
-// related is where the messages a server sends about one client request go
-// while the request is in flight: its progress, and the server's requests to
-// the client.
-type related struct {
-	s           *session
-	token       json.RawMessage // the client's progress token, or nil
-	caps        capabilities    // the client's capabilities
-	logLevel    string          // the least severe log level the client wants, or ""
-	modern      bool            // the client speaks the modern era: no requests to it
-	inputs      chan *outbound  // a modern client's exchange: the server's requests of it
-	relatedSend                 // delivers a message on the request's stream
+	caller caller        // nil for corral's own requests
 }
 
 // perSecond lets through at most limit events a second and counts the rest.
@@ -169,12 +174,12 @@ func (m *mux) Call(ctx context.Context, method string, params json.RawMessage) (
 	return m.CallFor(ctx, method, params, nil)
 }
 
-// CallFor is Call for a client's request: rel, if not nil, receives the
+// CallFor is Call for a client's request: c, if not nil, receives the
 // server's progress notifications for it, and tells to whom the server's
-// requests made while it is in flight go. A progress token in rel replaces
-// the one in params, whatever it is, by the ID sent to the server, which is
-// unique among the requests in flight.
-func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage, rel *related) (*wireMsg, error) {
+// requests made while it is in flight go (callers). A progress token of c's
+// replaces the one in params, whatever it is, by the ID sent to the server,
+// which is unique among the requests in flight.
+func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage, c caller) (*wireMsg, error) {
 	select {
 	case m.slots <- struct{}{}:
 	default:
@@ -184,9 +189,9 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 
 	id := m.nextID.Add(1)
 	if m.modern.Load() {
-		params = m.toServer(params, rel)
+		params = m.toServer(params, c)
 	}
-	if rel != nil && rel.token != nil {
+	if c != nil && c.progressToken() != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
 	}
 	lp := m.lineBuf()
@@ -194,7 +199,7 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	pc := m.newPending(rel)
+	pc := m.newPending(c)
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
@@ -233,14 +238,14 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	}
 }
 
-// newPending returns a pendingCall for a request made for rel, with an
+// newPending returns a pendingCall for a request made for c, with an
 // empty answer channel, reused when one is free.
-func (m *mux) newPending(rel *related) *pendingCall {
+func (m *mux) newPending(c caller) *pendingCall {
 	pc, _ := m.calls.Get().(*pendingCall)
 	if pc == nil {
 		pc = &pendingCall{answer: make(chan *wireMsg, 1)}
 	}
-	pc.rel = rel
+	pc.caller = c
 	return pc
 }
 
@@ -252,7 +257,7 @@ func (m *mux) freePending(pc *pendingCall) {
 	case <-pc.answer:
 	default:
 	}
-	pc.rel = nil
+	pc.caller = nil
 	m.calls.Put(pc)
 }
 
@@ -272,55 +277,21 @@ func (m *mux) freeLineBuf(lp *[]byte, line []byte) {
 	}
 }
 
-// setMeta returns params with member key of its _meta set to value. No
-// params count as an empty object; params that are not an object are
-// returned as they are.
-func setMeta(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
-	if len(params) == 0 {
-		params = json.RawMessage(`{}`)
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(params, &fields) != nil || fields == nil {
-		return params
-	}
-	var meta map[string]json.RawMessage
-	json.Unmarshal(fields["_meta"], &meta)
-	if meta == nil {
-		meta = map[string]json.RawMessage{}
-	}
-	meta[key] = value
-	fields["_meta"], _ = json.Marshal(meta)
-	out, _ := json.Marshal(fields)
-	return out
-}
-
-// setMember returns the object raw with member key set to value; raw that is
-// not an object is returned as it is.
-func setMember(raw json.RawMessage, key string, value any) json.RawMessage {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil || fields == nil {
-		return raw
-	}
-	fields[key], _ = json.Marshal(value)
-	out, _ := json.Marshal(fields)
-	return out
-}
-
-// relatedCalls returns the related of every client request in flight,
-// oldest first.
-func (m *mux) relatedCalls() []*related {
+// callers returns the caller of every client request in flight, oldest
+// first.
+func (m *mux) callers() []caller {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids := make([]int64, 0, len(m.pending))
 	for id, p := range m.pending {
-		if p.rel != nil {
+		if p.caller != nil {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
-	out := make([]*related, len(ids))
+	out := make([]caller, len(ids))
 	for i, id := range ids {
-		out[i] = m.pending[id].rel
+		out[i] = m.pending[id].caller
 	}
 	return out
 }
@@ -365,13 +336,13 @@ func (m *mux) Notify(ctx context.Context, method string, params json.RawMessage)
 // ask records o, a request of the server's passed on to a client, until it
 // is settled. It fails when max are already waiting (maxServerRequests), or
 // one with the same ID is (the specification forbids reusing an ID).
-func (m *mux) ask(o *outbound, max int) *wireError {
-	key := string(o.id)
+func (m *mux) ask(o asked, max int) *wireError {
+	key := string(o.serverID())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
 	case m.asked[key] != nil:
-		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request of server %q with id %s already waits for the client's answer; IDs must not be reused", m.name, truncate(o.id, 50))}
+		return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf("a request of server %q with id %s already waits for the client's answer; IDs must not be reused", m.name, truncate(o.serverID(), 50))}
 	case len(m.asked) >= max:
 		return unavailable("server %q has %d requests waiting for clients' answers, the limit (maxServerRequests); corral refuses more until some are answered", m.name, len(m.asked))
 	}
@@ -381,8 +352,8 @@ func (m *mux) ask(o *outbound, max int) *wireError {
 
 // settle forgets o, a request recorded by ask, and reports whether it was
 // still waiting: only the caller that settles it answers the server.
-func (m *mux) settle(o *outbound) bool {
-	key := string(o.id)
+func (m *mux) settle(o asked) bool {
+	key := string(o.serverID())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.asked[key] != o {
@@ -393,7 +364,7 @@ func (m *mux) settle(o *outbound) bool {
 }
 
 // askedAs returns the server's request recorded under its ID id, or nil.
-func (m *mux) askedAs(id json.RawMessage) *outbound {
+func (m *mux) askedAs(id json.RawMessage) asked {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.asked[string(id)]
@@ -569,18 +540,22 @@ func (m *mux) progress(msg *wireMsg) {
 	json.Unmarshal(msg.Params, &p)
 	id, err := strconv.ParseInt(string(p.Token), 10, 64)
 	m.mu.Lock()
-	var rel *related
+	var c caller
 	if pc := m.pending[id]; err == nil && pc != nil {
-		rel = pc.rel
+		c = pc.caller
 	}
 	m.mu.Unlock()
-	if rel == nil || rel.token == nil {
+	var token json.RawMessage
+	if c != nil {
+		token = c.progressToken()
+	}
+	if token == nil {
 		m.log.Debug("dropping progress for a request not in flight", "progressToken", truncate(p.Token, 50))
 		return
 	}
-	params := setMember(msg.Params, metaProgressToken, rel.token)
+	params := setMember(msg.Params, metaProgressToken, token)
 	note, _ := encodeNotification("notifications/progress", params)
-	rel.send(note[:len(note)-1])
+	c.send(note[:len(note)-1])
 }
 
 // close retires every pending request with err and stops the mux. Only the
@@ -597,73 +572,4 @@ func (m *mux) close(err error) {
 	if n := m.logs.flush(); n > 0 {
 		m.log.Warn("log lines about the server were dropped", "count", n)
 	}
-}
-
-// reply is an answer for a client. A server's result stays the slice of the
-// line it arrived in and is written out after head, never copied into one
-// buffer with it: a result may be tens of megabytes.
-type reply struct {
-	head   []byte // the message up to its result, or the whole message
-	result []byte // if not nil, written after head and followed by "}"
-	code   int    // the error code of an error answer
-	small  [48]byte
-}
-
-// resultReply returns the answer to request id with a result.
-func resultReply(id, result json.RawMessage) *reply {
-	r := &reply{result: result}
-	head := r.small[:0] // one allocation for a short ID, not two
-	head = append(head, `{"jsonrpc":"2.0","id":`...)
-	head = append(head, id...)
-	r.head = append(head, `,"result":`...)
-	return r
-}
-
-// errorReply returns the answer to request id (null if empty) with an error.
-func errorReply(id json.RawMessage, e *wireError) *reply {
-	return &reply{head: encodeErrorResponse(id, e), code: e.Code}
-}
-
-// len returns the number of bytes WriteTo writes.
-func (r *reply) len() int {
-	if r.result == nil {
-		return len(r.head)
-	}
-	return len(r.head) + len(r.result) + 1
-}
-
-// WriteTo writes the message to w, without a newline.
-func (r *reply) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(r.head)
-	if err != nil || r.result == nil {
-		return int64(n), err
-	}
-	m, err := w.Write(r.result)
-	n += m
-	if err != nil {
-		return int64(n), err
-	}
-	m, err = io.WriteString(w, "}") // no allocation where w has WriteString
-	return int64(n + m), err
-}
-
-// relatedSend is the part of related that a resumed exchange swaps: the
-// stream of the request the client sent last.
-type relatedSend struct {
-	mu     sync.Mutex
-	sendFn func([]byte)
-}
-
-func (r *relatedSend) setSend(f func([]byte)) {
-	r.mu.Lock()
-	r.sendFn = f
-	r.mu.Unlock()
-}
-
-// send delivers a message on the stream of the request; it never blocks.
-func (r *relatedSend) send(msg []byte) {
-	r.mu.Lock()
-	f := r.sendFn
-	r.mu.Unlock()
-	f(msg)
 }

@@ -19,11 +19,9 @@ func (g *Gateway) instructions() string {
 	type entry struct{ name, text string }
 	var all []entry
 	for _, b := range g.backendList() {
-		b.mu.Lock()
-		if b.instructions != "" {
-			all = append(all, entry{b.name, b.instructions})
+		if text := b.instructionsText(); text != "" {
+			all = append(all, entry{b.name, text})
 		}
-		b.mu.Unlock()
 	}
 	if len(all) == 1 {
 		return all[0].text
@@ -72,19 +70,17 @@ func (g *Gateway) capabilities() map[string]any {
 }
 
 // list answers a list request of kind k with a page of the aggregated
-// catalog, with meta as its _meta if not nil (see catalog.page). It waits,
+// catalog as view v sees it, with meta as its _meta if not nil (see catalog.page). It waits,
 // until ctx ends, for backends still in their first start, so that a
 // client that connects early sees everything.
-func (g *Gateway) list(ctx context.Context, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
+func (g *Gateway) list(ctx context.Context, v *view, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
 	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	cat := g.cat
-	g.mu.Unlock()
+	cat := g.currentCatalog()
 	size := g.pageSize
 	if size <= 0 {
 		size = defaultPageSize
 	}
-	return cat.page(k, params, size, meta)
+	return cat.page(v, k, params, size, meta)
 }
 
 // waitFirstStarts waits until every backend's first start has succeeded or
@@ -103,33 +99,22 @@ func (g *Gateway) waitFirstStarts(ctx context.Context) {
 // may belong to a backend still in its first start: then it waits for the
 // first starts, until ctx ends, and looks again.
 func (g *Gateway) lookup(ctx context.Context, k kind, name string) *catalogItem {
-	g.mu.Lock()
-	it := g.cat.lookup(k, name)
-	g.mu.Unlock()
-	if it != nil {
+	if it := g.currentCatalog().lookup(k, name); it != nil {
 		return it
 	}
 	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cat.lookup(k, name)
+	return g.currentCatalog().lookup(k, name)
 }
 
 // resolveURI finds the backend that serves a resource URI, and the server's
 // own URI for it, after waiting for first starts if it must; see
 // catalog.resolveURI.
 func (g *Gateway) resolveURI(ctx context.Context, uri string) (*backend, string) {
-	g.mu.Lock()
-	cat := g.cat
-	g.mu.Unlock()
-	if b, orig := cat.resolveURI(g.backendList(), uri); b != nil {
+	if b, orig := g.currentCatalog().resolveURI(g.backendList(), uri); b != nil {
 		return b, orig
 	}
 	g.waitFirstStarts(ctx)
-	g.mu.Lock()
-	cat = g.cat
-	g.mu.Unlock()
-	return cat.resolveURI(g.backendList(), uri)
+	return g.currentCatalog().resolveURI(g.backendList(), uri)
 }
 
 // unknown says an item is unknown and, since it may belong to a server that

@@ -122,6 +122,7 @@ func (b *backend) prereqSpec(pre *Prerequisite) processSpec {
 	}
 	return processSpec{
 		name:        b.name + " prerequisite",
+		role:        "prerequisite",
 		command:     pre.Command,
 		args:        pre.Args,
 		env:         env,

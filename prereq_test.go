@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -386,5 +387,21 @@ func TestPrerequisiteEnvIsMaskedByCheck(t *testing.T) {
 	}
 	if !strings.Contains(out, `"--user=${****}"`) && !strings.Contains(out, `"--user=****"`) {
 		t.Errorf("-check does not show the prerequisite's args masked:\n%s", out)
+	}
+}
+
+func TestAPrerequisiteSlowToStopIsCalledAPrerequisiteInTheLog(t *testing.T) {
+	dir := stateDir(t)
+	var log lockedBuffer
+	b := &backend{name: "a", gcfg: &Config{StopGrace: Duration(50 * time.Millisecond), KillGrace: Duration(5 * time.Second)},
+		log: slog.New(slog.NewTextHandler(&log, nil))}
+	spec := b.prereqSpec(&Prerequisite{Command: fakeserverBin, Args: fakeArgs(dir, "-ignore-stdin-close")})
+	p, err := startProcess(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(nil) // stdin closed, then SIGTERM after stopGrace
+	if !strings.Contains(log.String(), `msg="prerequisite did not exit after stdin was closed; sending SIGTERM"`) {
+		t.Errorf("the stop of a prerequisite is logged as:\n%s\nwant it called a prerequisite", log.String())
 	}
 }

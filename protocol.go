@@ -235,3 +235,17 @@ func (c capabilities) flag(name, flag string) bool {
 	b, _ := v[flag].(bool)
 	return b
 }
+
+// versionHeader is the name of the MCP-Protocol-Version header in the
+// canonical form net/http keys headers by: Header.Get with any other
+// spelling makes the canonical one anew on every call.
+const versionHeader = "Mcp-Protocol-Version"
+
+// modernVersion is the one modern protocol version corral speaks.
+const modernVersion = "2026-07-28"
+
+// protocolVersions are the MCP versions corral speaks, newest first.
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// version is corral's version, reported by -version and in serverInfo.
+var version = "0.1.0-dev"

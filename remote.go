@@ -600,6 +600,22 @@ func (c *remoteConn) httpError(o *outgoing, resp *http.Response) {
 	c.failed(o, what)
 }
 
+// goUnlessOver runs f on a goroutine of the connection's, which Close
+// joins, unless the connection is over: once Close has begun it joins no
+// more goroutines. It does not block.
+func (c *remoteConn) goUnlessOver(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
 // openStream starts the GET stream, once.
 func (c *remoteConn) openStream() {
 	c.mu.Lock()

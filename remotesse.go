@@ -129,21 +129,11 @@ func (c *sseConn) Err() error { return c.rc.Err() }
 func (c *sseConn) Close() error { return c.rc.Close() }
 
 // open starts reading the event stream, unless the connection is over.
-func (c *sseConn) open() {
-	rc := c.rc
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.err != nil {
-		return // Close has begun, or is over: it joins no more goroutines
-	}
-	rc.wg.Add(1)
-	go c.stream()
-}
+func (c *sseConn) open() { c.rc.goUnlessOver(c.stream) }
 
 // stream reads the event stream until it ends, then ends the connection
 // with why.
 func (c *sseConn) stream() {
-	defer c.rc.wg.Done()
 	err := c.readStream()
 	if c.rc.ctx.Err() != nil {
 		return // closed

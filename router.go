@@ -86,11 +86,11 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opDiscover:
 		result = g.discover(ctx)
 	case opList:
-		result, err = g.list(ctx, info.kind, msg.Params, in.rules.ownMeta())
+		result, err = g.list(ctx, s.who.view, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
-		b, params, token, werr := g.route(ctx, msg)
+		b, params, token, werr := g.route(ctx, s.who.view, msg)
 		if werr == nil {
-			b, werr = g.scoped(s, in.era == eraModern, b) // a session-scoped server's process of s
+			b, werr = g.scoped(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s
 		}
 		if werr != nil {
 			return errorReply(msg.ID, werr)
@@ -120,7 +120,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opSetLevel:
 		result, err = g.setLogLevel(s, msg.Params)
 	case opListen:
-		return g.listen(ctx, msg, send)
+		return g.listen(ctx, s.who, msg, send)
 	default:
 		err = in.rules.notServed(msg.Method)
 	}
@@ -154,8 +154,8 @@ func (g *Gateway) discover(ctx context.Context) map[string]any {
 
 // routeByName routes a request whose params name an item of kind k: to the
 // server that offers it, with the server's own name for it in the params.
-func (g *Gateway) routeByName(ctx context.Context, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
-	b, orig, werr := g.itemByName(ctx, msg.Method, k, name)
+func (g *Gateway) routeByName(ctx context.Context, v *view, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := g.itemByName(ctx, v, msg.Method, k, name)
 	if werr != nil {
 		return nil, nil, werr
 	}
@@ -168,8 +168,8 @@ func (g *Gateway) routeByName(ctx context.Context, msg *wireMsg, k kind, name st
 
 // routeByURI routes a request whose params hold a resource URI: to the
 // server that serves it, with the server's own URI in the params.
-func (g *Gateway) routeByURI(ctx context.Context, msg *wireMsg, uri string) (*backend, json.RawMessage, *wireError) {
-	b, orig, werr := g.itemByURI(ctx, msg.Method, uri)
+func (g *Gateway) routeByURI(ctx context.Context, v *view, msg *wireMsg, uri string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := g.itemByURI(ctx, v, msg.Method, uri)
 	if werr != nil {
 		return nil, nil, werr
 	}
@@ -183,7 +183,7 @@ func (g *Gateway) routeByURI(ctx context.Context, msg *wireMsg, uri string) (*ba
 // routeByRef routes a completion by its ref, a prompt's name or a resource
 // (template) URI: to the server that offers it, with the server's own name
 // or URI in the ref.
-func (g *Gateway) routeByRef(ctx context.Context, msg *wireMsg, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+func (g *Gateway) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
 	var fields map[string]json.RawMessage
 	json.Unmarshal(msg.Params, &fields)
 	var ref map[string]json.RawMessage
@@ -193,15 +193,15 @@ func (g *Gateway) routeByRef(ctx context.Context, msg *wireMsg, refType, refName
 	switch refType {
 	case "ref/prompt":
 		var orig string
-		if b, orig, werr = g.itemByName(ctx, msg.Method, kindPrompt, refName); werr == nil {
+		if b, orig, werr = g.itemByName(ctx, v, msg.Method, kindPrompt, refName); werr == nil {
 			ref[routeName], _ = json.Marshal(orig)
 		}
 	case "ref/resource":
 		var orig string
-		if it := g.lookup(ctx, kindTemplate, refURI); it != nil {
+		if it := g.lookup(ctx, kindTemplate, refURI); it != nil && v.sees(kindTemplate, it.backend.name, it.name) {
 			b, orig = it.backend, it.orig
 		} else {
-			b, orig, werr = g.itemByURI(ctx, msg.Method, refURI)
+			b, orig, werr = g.itemByURI(ctx, v, msg.Method, refURI)
 		}
 		if werr == nil {
 			ref[routeURI], _ = json.Marshal(orig)
@@ -219,26 +219,27 @@ func (g *Gateway) routeByRef(ctx context.Context, msg *wireMsg, refType, refName
 
 // itemByName returns the server that offers the item of kind k clients call
 // name, and the server's own name for it, or the error to answer method
-// with.
-func (g *Gateway) itemByName(ctx context.Context, method string, k kind, name string) (*backend, string, *wireError) {
+// with. An item outside view v is unknown.
+func (g *Gateway) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*backend, string, *wireError) {
 	if name == "" {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
 	}
 	it := g.lookup(ctx, k, name)
-	if it == nil {
+	if it == nil || !v.sees(k, it.backend.name, it.name) {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: g.unknown(k, name)}
 	}
 	return it.backend, it.orig, nil
 }
 
 // itemByURI returns the server that serves the resource URI uri, and the
-// server's own URI for it, or the error to answer method with.
-func (g *Gateway) itemByURI(ctx context.Context, method string, uri string) (*backend, string, *wireError) {
+// server's own URI for it, or the error to answer method with. A URI of a
+// server's that view v does not see is not found.
+func (g *Gateway) itemByURI(ctx context.Context, v *view, method string, uri string) (*backend, string, *wireError) {
 	if uri == "" {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
 	b, orig := g.resolveURI(ctx, uri)
-	if b == nil {
+	if b == nil || !v.sees(kindResource, b.name, uri) {
 		return nil, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, uri) + ", and no resource template matches it"}
 	}
 	return b, orig, nil

@@ -237,16 +237,3 @@ func (c *Config) asksNetworkSandbox() bool {
 	}
 	return false
 }
-
-// sandboxPlan returns the plan for the sandbox of spec's server on this
-// machine, or nil for none (see newSandboxPlan).
-func (spec processSpec) sandboxPlan() (*sandboxPlan, error) {
-	if spec.sandbox == nil {
-		return nil, nil
-	}
-	probe := spec.sandboxHost
-	if probe == nil {
-		probe = func() sandboxHost { return probeSandboxHost(false) }
-	}
-	return newSandboxPlan(spec.name, spec.sandbox, probe())
-}

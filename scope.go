@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // Server scopes. A server with "scope": "session" runs one process for
@@ -26,75 +25,6 @@ import (
 // marks its processes with a name of its own (name#N), so that its sweep
 // spares the other sessions' processes of the server.
 
-// The server scopes.
-const (
-	scopeShared  = "shared"  // one process for every session (the default)
-	scopeSession = "session" // one process per session
-)
-
-// defaultMaxInstances bounds the processes of one session-scoped server
-// when its config does not: a process per session, and sixteen sessions
-// of one server are many for one machine (each Node server holds 50-150 MB).
-const defaultMaxInstances = 16
-
-// sessionScoped reports whether the server runs a process per session.
-func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
-
-// maxInstances returns the bound on the server's processes: its
-// maxInstances, or defaultMaxInstances if zero.
-func (s *ServerConfig) maxInstances() int {
-	if s.MaxInstances > 0 {
-		return s.MaxInstances
-	}
-	return defaultMaxInstances
-}
-
-// validateScope checks the server's scope and maxInstances.
-func (p *parser) validateScope(name string, s *ServerConfig) {
-	switch s.Scope {
-	case "", scopeShared, scopeSession:
-	default:
-		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
-	}
-	if s.sessionScoped() && s.URL != "" {
-		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
-	}
-	if s.sessionScoped() && s.Prerequisite != nil {
-		// A managed prerequisite lives as long as one run of its server, so
-		// the first session's process to stop would stop the prerequisite
-		// every other session's process uses.
-		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
-	}
-	switch {
-	case s.MaxInstances < 0:
-		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
-	case s.MaxInstances > 0 && !s.sessionScoped():
-		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
-	}
-}
-
-// backendScope is what a backend of a session-scoped server holds beyond a
-// shared server's. It is data only: the backend reads marker, and the
-// gateway the rest.
-type backendScope struct {
-	// On a session's backend:
-	marker  string   // the server's name in its processes' marker: name#N
-	catalog *backend // the server's catalog backend, whose metrics count this one's calls
-
-	// On the catalog backend:
-	instances atomic.Int64 // the server's processes for sessions not yet stopped
-	listed    atomic.Bool  // the probe listed the server and was stopped
-}
-
-// markerName returns the server name in the marker of b's processes (see
-// markerEnv): its own for a session's backend, else the server's.
-func (b *backend) markerName() string {
-	if b.scope != nil && b.scope.marker != "" {
-		return b.scope.marker
-	}
-	return b.name
-}
-
 // counted returns the call metrics that count b's calls: a session's
 // backend's count as its server's.
 func (b *backend) counted() *callMetrics {
@@ -102,18 +32,6 @@ func (b *backend) counted() *callMetrics {
 		return &b.scope.catalog.metrics
 	}
 	return &b.metrics
-}
-
-// reportScope completes h, the health of the catalog backend of a
-// session-scoped server whose state is state, with its scope and number of
-// processes. Once its probe has listed it, the server is ready: a
-// session's call starts a process of its own. The caller holds b.mu.
-func (sc *backendScope) reportScope(h *health, state backendState) {
-	n := sc.instances.Load()
-	h.Scope, h.Instances = scopeSession, &n
-	if state == stateStopped && sc.listed.Load() {
-		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
-	}
 }
 
 // scopedServers are the session-scoped servers' pools of processes, by
@@ -166,7 +84,7 @@ func (ss *scopedServers) all() []*instancePool {
 // backend, and a backend per session that called it. Its methods are safe
 // for concurrent use.
 //
-// Lock order: mu, then a session's mu (read in get); no other lock is
+// Lock order: mu, then a session's mu (read in tryGet); no other lock is
 // taken while mu is held.
 type instancePool struct {
 	g       *Gateway
@@ -177,6 +95,13 @@ type instancePool struct {
 	bySession map[*session]*backend
 	next      int  // the number of the last session's backend
 	closed    bool // stop began: no backend starts any more
+	// stopping counts the backends of ended sessions (and, once stop
+	// began, every backend) still being stopped: their processes count
+	// against maxInstances until they are gone.
+	stopping int
+	// freed is closed, and replaced, each time a stopped backend is
+	// counted out: get waits on it for a slot.
+	freed chan struct{}
 	// stops joins the stops the pool runs in the background: of the
 	// probe, and of the backends of sessions that ended.
 	stops sync.WaitGroup
@@ -190,7 +115,7 @@ func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
 		b.lineBufs = &g.lineBufs
 		return b
 	}
-	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}}
+	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}, freed: make(chan struct{})}
 	p.catalog = newBackend(probeEvents{g, p}, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
 	p.catalog.scope = &backendScope{}
 	p.catalog.lineBufs = &g.lineBufs
@@ -236,9 +161,11 @@ func errNeedsSession(b *backend) *wireError {
 
 // scoped returns the backend that serves session s's requests to server
 // b: b itself for a shared server; for a session-scoped one, the session's
-// own backend, started at its first request. modern says the request is a
-// 2026-07-28 one, which has no session: it gets errNeedsSession.
-func (g *Gateway) scoped(s *session, modern bool, b *backend) (*backend, *wireError) {
+// own backend, started at its first request, which may wait, within ctx and
+// the server's requestTimeout, for a slot (see instancePool.get). modern
+// says the request is a 2026-07-28 one, which has no session: it gets
+// errNeedsSession.
+func (g *Gateway) scoped(ctx context.Context, s *session, modern bool, b *backend) (*backend, *wireError) {
 	if b.scope == nil {
 		return b, nil
 	}
@@ -249,7 +176,9 @@ func (g *Gateway) scoped(s *session, modern bool, b *backend) (*backend, *wireEr
 	if p == nil {
 		return nil, unavailable("server %q was stopped; call again", b.name)
 	}
-	return p.get(s)
+	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	defer cancel()
+	return p.get(ctx, s)
 }
 
 // endScoped stops the session's processes of session-scoped servers, in
@@ -263,24 +192,46 @@ func (g *Gateway) endScoped(s *session) {
 
 // get returns session s's backend of the server, starting it if s has
 // none yet. It fails when s has ended, the pool is stopping, or the
-// server already runs maxInstances processes.
-func (p *instancePool) get(s *session) (*backend, *wireError) {
+// server already runs maxInstances processes of sessions that have not
+// ended. The processes of ended sessions, which the stop ladder may take
+// seconds to end, still count against maxInstances: while one of them
+// holds the slot s needs, get blocks until one is gone or ctx ends.
+func (p *instancePool) get(ctx context.Context, s *session) (*backend, *wireError) {
+	for {
+		b, freed, werr := p.tryGet(s)
+		if freed == nil {
+			return b, werr
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, werr
+		}
+	}
+}
+
+// tryGet is get without waiting: when only processes of ended sessions
+// hold the slot s needs, it returns the error for s along with the channel
+// closed when one is gone.
+func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b := p.bySession[s]; b != nil {
-		return b, nil
+		return b, nil, nil
 	}
-	s.mu.Lock()
-	ended := s.ended
-	s.mu.Unlock()
+	ended := s.hasEnded()
 	c := p.catalog
 	switch max := c.cfg.maxInstances(); {
 	case p.closed:
-		return nil, unavailable("server %q was stopped; call again", c.name)
+		return nil, nil, unavailable("server %q was stopped; call again", c.name)
 	case ended:
-		return nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+		return nil, nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
 	case c.scope.instances.Load() >= int64(max):
-		return nil, unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+		werr := unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+		if p.stopping > 0 {
+			return nil, p.freed, werr // an ended session's process, going
+		}
+		return nil, nil, werr
 	}
 	p.next++
 	b := newBackend(sessionEvents{p.g, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
@@ -289,7 +240,7 @@ func (p *instancePool) get(s *session) (*backend, *wireError) {
 	c.scope.instances.Add(1)
 	p.bySession[s] = b
 	b.start()
-	return b, nil
+	return b, nil, nil
 }
 
 // lookup returns session s's backend of the server, or nil.
@@ -321,6 +272,9 @@ func (p *instancePool) end(s *session) {
 	p.mu.Lock()
 	b := p.bySession[s]
 	delete(p.bySession, s)
+	if b != nil {
+		p.stopping++
+	}
 	p.mu.Unlock()
 	if b == nil {
 		return
@@ -330,11 +284,17 @@ func (p *instancePool) end(s *session) {
 	}
 }
 
-// retire stops b, a session's backend, and counts it out of the server's
-// processes once it is gone.
+// retire stops b, a session's backend counted in stopping, and counts it
+// out of the server's processes once it is gone, waking the gets waiting
+// for a slot.
 func (p *instancePool) retire(b *backend, hurry <-chan struct{}, why string) {
 	b.stop(hurry, why)
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.catalog.scope.instances.Add(-1)
+	p.stopping--
+	close(p.freed)
+	p.freed = make(chan struct{})
 }
 
 // stop stops every session's backend of the server in parallel, and joins
@@ -345,6 +305,7 @@ func (p *instancePool) stop(hurry <-chan struct{}, why string) {
 	p.closed = true
 	all := p.bySession
 	p.bySession = map[*session]*backend{}
+	p.stopping += len(all)
 	p.mu.Unlock()
 	p.catalog.scope.listed.Store(false)
 	var wg sync.WaitGroup
@@ -395,20 +356,8 @@ func (se sessionEvents) backendChanged() {}
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {
 	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see forgetServerTasks
-	se.s.mu.Lock()
-	level := se.s.logLevel
-	se.s.mu.Unlock()
-	b.setLogLevel(level)
-	if m.modern.Load() {
-		return // its listen request carries the subscriptions
-	}
-	for _, uri := range se.subscribedURIs(b.name) {
-		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
-		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
-			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
-		}
-		cancel()
-	}
+	_, level := se.s.client()
+	b.catchUp(m, level, func() []string { return se.subscribedURIs(b.name) })
 }
 
 // serverRequest passes the server's request to the session: only its
@@ -418,13 +367,12 @@ func (se sessionEvents) backendReady(b *backend, m *mux) {
 // session's own stream.
 func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	info, known := methods[msg.Method]
-	if len(m.relatedCalls()) > 0 || !known || info.from != fromServer || info.notification {
+	if len(m.callers()) > 0 || !known || info.from != fromServer || info.notification {
 		se.g.serverRequest(b, m, msg)
 		return
 	}
-	se.s.mu.Lock()
-	rel := &related{s: se.s, caps: se.s.clientCaps}
-	se.s.mu.Unlock()
+	caps, _ := se.s.client()
+	rel := &related{s: se.s, caps: caps}
 	rel.setSend(se.s.send)
 	se.g.passRequest(b, m, msg, rel)
 }
@@ -432,36 +380,17 @@ func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 // serverLog passes the server's log message to the session, if it asked
 // for messages of its level.
 func (se sessionEvents) serverLog(b *backend, params json.RawMessage) {
-	var p struct {
-		Level  string `json:"level"`
-		Logger string `json:"logger"`
+	_, wanted := se.s.client()
+	want := slices.Index(logLevels, wanted)
+	if note, level := logNote(b, params); note != nil && want >= 0 && want <= level {
+		se.s.send(note)
 	}
-	json.Unmarshal(params, &p)
-	se.s.mu.Lock()
-	want := slices.Index(logLevels, se.s.logLevel)
-	se.s.mu.Unlock()
-	if level := slices.Index(logLevels, p.Level); level < 0 || want < 0 || want > level {
-		return
-	}
-	logger := b.name
-	if p.Logger != "" {
-		logger += "/" + p.Logger
-	}
-	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
-	se.s.send(note[:len(note)-1])
 }
 
 // resourceUpdated passes the update to the session, if it subscribed to
 // the resource, with the URI it used.
 func (se sessionEvents) resourceUpdated(b *backend, params json.RawMessage) {
-	var p struct {
-		URI string `json:"uri"`
-	}
-	json.Unmarshal(params, &p)
-	if uri, ok := se.g.subs.subscribers(subKey{b.name, p.URI})[se.s]; ok {
-		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
-		se.s.send(note[:len(note)-1])
-	}
+	se.g.subs.tellUpdated(b.name, params, se.s)
 }
 
 func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
@@ -488,9 +417,7 @@ func (se sessionEvents) subscribedURIs(server string) []string {
 func (g *Gateway) applyScopedLogLevels() {
 	for _, p := range g.scopes.all() {
 		for s, b := range p.owners() {
-			s.mu.Lock()
-			level := s.logLevel
-			s.mu.Unlock()
+			_, level := s.client()
 			b.setLogLevel(level)
 		}
 	}
@@ -512,10 +439,8 @@ func (p *instancePool) owners() map[*session]*backend {
 // 2026-07-28 listen request's session, which never initialized, gets
 // errNeedsSession: its subscription would start a process of its own.
 func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
-	s.mu.Lock()
-	sessionless := s.protocolVersion == ""
-	s.mu.Unlock()
-	inst, werr := g.scoped(s, sessionless, b)
+	sessionless := s.version() == ""
+	inst, werr := g.scoped(ctx, s, sessionless, b)
 	if werr != nil {
 		return nil, werr
 	}

@@ -197,6 +197,31 @@ func TestSessionScopeMaxInstancesRefusesPastTheBound(t *testing.T) {
 	whoami(t, two, "2")
 }
 
+func TestSessionScopeANewSessionWaitsForTheSlotOfAnEndedSessionsStoppingProcess(t *testing.T) {
+	t.Parallel()
+	// The server stays after its stdin closes: the stop ladder takes its
+	// first step's 2 s, during which the ended session's process runs.
+	tg := startGateway(t, `{"restartDelay":"10ms","mcpServers":{"a": {"command":"FAKE","scope":"session","maxInstances":1,
+		"args":["-state","STATE","-name","a","-lifetime","2m","-ignore-stdin-close"]}}}`)
+	one := connect(t, tg.url)
+	pid1 := whoami(t, one, "1")
+	p1 := sessionProcess(t, tg, one)
+	deleteSession(t, one)
+	two := connect(t, tg.url)
+	m := two.callTool("1", "whoami", `{}`)
+	if m.Error != nil {
+		t.Fatalf("a new session's call while the ended session's process stops = %+v, want it to wait for that slot", m.Error)
+	}
+	select {
+	case <-p1.exited:
+	default:
+		t.Errorf("the new session's process started before the ended session's process %d exited: more than maxInstances ran", pid1)
+	}
+	if pid2 := whoami(t, two, "2"); pid2 == pid1 {
+		t.Errorf("the new session's call reached the ended session's process %d", pid1)
+	}
+}
+
 func TestSessionScopeRefusesModernRequestsAndShutdownLeavesNothing(t *testing.T) {
 	t.Parallel()
 	tg := startGateway(t, scopedConfig(""))

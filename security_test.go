@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,30 +20,73 @@ import (
 
 func TestBearerTokenGuardsEveryPath(t *testing.T) {
 	t.Parallel()
+	const secret = "s3cret-token"
 	token := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
-	tg := startGateway(t, `{"authTokenFile":"`+token+`","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
-	good := connectWith(t, tg.url, "Bearer s3cret-token")
+	os.WriteFile(token, []byte(secret+"\n"), 0o600)
+	tg := startGateway(t, `{"authTokenFile":"`+token+`","admin":{"registration":true},"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	good := connectWith(t, tg.url, "Bearer "+secret)
 	base := strings.TrimSuffix(tg.url, mcpPath)
-	for _, tc := range []struct{ name, url, auth string }{
-		{"no token on /mcp", tg.url, ""},
-		{"a wrong token on /mcp", tg.url, "Bearer nope"},
-		{"a token of another scheme", tg.url, "Basic czNjcmV0LXRva2Vu"},
-		{"no token on /metrics", base + "/metrics", ""},
-		{"no token on /healthz", base + "/healthz", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest("POST", tc.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-			if tc.auth != "" {
-				req.Header.Set("Authorization", tc.auth)
+	basic := func(password string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+password))
+	}
+	// Wrong credentials, among them tokens a comparison of lengths or of
+	// prefixes would let through.
+	wrong := []struct{ name, auth string }{
+		{"no token", ""},
+		{"a token of another length", "Bearer nope"},
+		{"a token of the right length, its last byte wrong", "Bearer s3cret-tokeN"},
+		{"a token of the right length, its first byte wrong", "Bearer S3cret-token"},
+		{"the token's prefix", "Bearer s3cret-toke"},
+		{"the token with a byte more", "Bearer s3cret-token-"},
+		{"the token in another scheme", basic(secret)},
+	}
+	paths := []struct{ method, path, body, accept string }{
+		{"POST", mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, ""},
+		{"GET", mcpPath, "", "text/event-stream"},
+		{"DELETE", mcpPath, "", ""},
+		{"GET", sseFrontPath, "", "text/event-stream"},
+		{"POST", sseFrontMessagesPath + "?sessionId=x", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, ""},
+		{"GET", "/healthz", "", ""},
+		{"GET", "/metrics", "", ""},
+		{"GET", adminServersPath, "", ""},
+		{"POST", adminServersPath, `{}`, ""}, // 400 past the check: nothing is registered
+		{"DELETE", adminServersPath + "/a", "", ""},
+		{"GET", "/", "", "text/html"}, // the status page
+	}
+	do := func(t *testing.T, method, path, body, accept, auth string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // ends a stream
+		return resp.StatusCode
+	}
+	for _, p := range paths {
+		t.Run(p.method+" "+p.path, func(t *testing.T) {
+			creds := wrong
+			if p.path == "/" { // the page takes the token as a Basic password too
+				creds = append(creds[:len(creds)-1:len(creds)-1],
+					struct{ name, auth string }{"a Basic password of the right length, wrong", basic("s3cret-tokeN")},
+					struct{ name, auth string }{"a Basic password that is the token's prefix", basic("s3cret-toke")})
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			for _, c := range creds {
+				if got := do(t, p.method, p.path, p.body, p.accept, c.auth); got != http.StatusUnauthorized {
+					t.Errorf("%s %s with %s = %d, want 401", p.method, p.path, c.name, got)
+				}
 			}
-			resp.Body.Close()
-			if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("status %d, WWW-Authenticate %q; want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			// The right token gets past the check, so that the 401s above
+			// are the token's doing.
+			if got := do(t, p.method, p.path, p.body, p.accept, "Bearer "+secret); got == http.StatusUnauthorized {
+				t.Errorf("%s %s with the token = 401, want it past the check", p.method, p.path)
 			}
 		})
 	}
@@ -90,7 +134,7 @@ func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {
 	refused.mu.Lock()
 	log := strings.Join(refused.log, "\n")
 	refused.mu.Unlock()
-	if !strings.Contains(log, "-allow-remote-without-token") || len(fakeProcesses(t, refused.dir)) != 0 {
+	if !strings.Contains(log, "refusing to listen on 0.0.0.0:") || !strings.Contains(log, "-allow-remote-without-token") || len(fakeProcesses(t, refused.dir)) != 0 {
 		t.Errorf("refusal: log %q, %d servers started; want the way out named and nothing started", log, len(fakeProcesses(t, refused.dir)))
 	}
 
@@ -100,6 +144,64 @@ func TestRemoteListenNeedsATokenOrAnExplicitFlag(t *testing.T) {
 	allowed.cmd.Process.Signal(syscall.SIGTERM)
 	if code := allowed.waitExit(20 * time.Second); code != 0 {
 		t.Errorf("corral exited %d, want 0", code)
+	}
+}
+
+func TestReloadKeepsARemoteListenerBehindItsToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
+	server := `"a": {"command":"FAKE","args":["-state","STATE"]}`
+	status := func(c *corralProc) int {
+		t.Helper()
+		port := c.url[strings.LastIndexByte(c.url, ':'):] // the listener is on every address, loopback too
+		resp, err := http.Post("http://127.0.0.1"+port, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	reload := func(c *corralProc, config string) {
+		t.Helper()
+		path := c.cmd.Args[2]
+		config = strings.ReplaceAll(strings.ReplaceAll(config, "FAKE", fakeserverBin), "STATE", c.dir)
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.cmd.Process.Signal(syscall.SIGHUP)
+	}
+
+	c := startCorral(t, `{"listen":"0.0.0.0:0","authTokenFile":"`+token+`","mcpServers":{`+server+`}}`)
+	c.waitHTTP(1)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Fatalf("a request without the token = %d, want 401", got)
+	}
+	// The token's file and the setting go, and a reload is asked for.
+	os.Remove(token)
+	reload(c, `{"listen":"0.0.0.0:0","mcpServers":{`+server+`}}`)
+	c.waitLog(`level=ERROR msg="reload: refused: the config has no bearer token, and corral listens on an address other than loopback; the running config stays in force" addr=0\.0\.0\.0:\d+ fix=".*-allow-remote-without-token"`)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Errorf("after the refused reload, a request without the token = %d, want 401", got)
+	}
+	// Registration turned on without a token is refused at a reload as at
+	// the start.
+	reload(c, `{"listen":"0.0.0.0:0","admin":{"registration":true},"mcpServers":{`+server+`}}`)
+	c.waitLog(`reload: the config has errors; the running config stays in force.*admin\.registration: needs a bearer token`)
+	if got := status(c); got != http.StatusUnauthorized {
+		t.Errorf("after the second refused reload, a request without the token = %d, want 401", got)
+	}
+
+	// With -allow-remote-without-token, the reload applies, with a warning.
+	os.WriteFile(token, []byte("s3cret-token\n"), 0o600)
+	allowed := startCorral(t, `{"listen":"0.0.0.0:0","authTokenFile":"`+token+`","mcpServers":{`+server+`}}`, "-allow-remote-without-token")
+	allowed.waitHTTP(1)
+	reload(allowed, `{"listen":"0.0.0.0:0","mcpServers":{`+server+`}}`)
+	allowed.waitLog(`level=WARN msg="reload: no bearer token while listening on a non-loopback address`)
+	allowed.waitLog(`msg=reloaded`)
+	if got := status(allowed); got == http.StatusUnauthorized {
+		t.Errorf("with -allow-remote-without-token, after the reload a request without a token = %d, want it past the token check", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -36,6 +37,9 @@ type outbound struct {
 	rel   *related    // the client's call the server asked about
 	timer *time.Timer // settles it at requestTimeout
 }
+
+// serverID returns the server's ID for o: o is what the mux keeps as asked.
+func (o *outbound) serverID() json.RawMessage { return o.id }
 
 // deliver passes the client's answer on.
 func (o *outbound) deliver(a *wireMsg) {
@@ -89,7 +93,8 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	var rel *related
 	sessions := 0
 	owner := g.taskOwner(b, msg.Params) // a request about a task is its session's
-	for _, r := range m.relatedCalls() {
+	for _, c := range m.callers() {
+		r := c.(*related)
 		if owner != nil && r.s != owner {
 			continue
 		}
@@ -210,7 +215,7 @@ func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
 		return
 	}
 	if o := m.askedAs(c.Bytes()); o != nil {
-		g.settleAsked(o, nil, "cancelled by the server")
+		g.settleAsked(o.(*outbound), nil, "cancelled by the server")
 	}
 }
 
@@ -307,4 +312,62 @@ func (p *parkedExchanges) stop() {
 		pe.timer.Stop()
 		pe.ex.cancel()
 	}
+}
+
+// exchange is a call of a modern client to a legacy server that made
+// requests of the client: the call goes on while the client, told what the
+// server asks with an input_required result, answers and sends the request
+// again with corral's requestState.
+type exchange struct {
+	rel    *related
+	done   chan struct{} // closed when the call has ended
+	answer *wireMsg
+	err    error
+	cancel context.CancelFunc
+
+	pending map[string]*outbound // input requests the client has yet to answer, by key
+	n       int                  // input requests so far
+}
+
+// related is where the messages a server sends about one client request go
+// while the request is in flight: its progress, and the server's requests to
+// the client.
+type related struct {
+	s           *session
+	token       json.RawMessage // the client's progress token, or nil
+	caps        capabilities    // the client's capabilities
+	logLevel    string          // the least severe log level the client wants, or ""
+	modern      bool            // the client speaks the modern era: no requests to it
+	inputs      chan *outbound  // a modern client's exchange: the server's requests of it
+	relatedSend                 // delivers a message on the request's stream
+}
+
+// progressToken returns the client's progress token, or nil: related is
+// the mux's caller.
+func (r *related) progressToken() json.RawMessage { return r.token }
+
+// clientCaps returns the client's capabilities, and clientLogLevel the
+// least severe level it wants logged, for a 2026-07-28 server's _meta.
+func (r *related) clientCaps() capabilities { return r.caps }
+func (r *related) clientLogLevel() string   { return r.logLevel }
+
+// relatedSend is the part of related that a resumed exchange swaps: the
+// stream of the request the client sent last.
+type relatedSend struct {
+	mu     sync.Mutex
+	sendFn func([]byte)
+}
+
+func (r *relatedSend) setSend(f func([]byte)) {
+	r.mu.Lock()
+	r.sendFn = f
+	r.mu.Unlock()
+}
+
+// send delivers a message on the stream of the request; it never blocks.
+func (r *relatedSend) send(msg []byte) {
+	r.mu.Lock()
+	f := r.sendFn
+	r.mu.Unlock()
+	f(msg)
 }

@@ -14,14 +14,19 @@ import (
 // (its outbound queue) and the log level it asked for. Its methods are safe
 // for concurrent use.
 //
-// Lock order: a session's mu is taken under sessionSet.mu and under the
-// HTTP front end's mu (httpFrontEnd.expireIdle), never the other way round,
-// and is held only to read or change the session's fields: no other lock
-// is taken while it is held.
+// Lock order: a session's mu is taken under sessionSet.mu, under the HTTP
+// front end's mu (httpFrontEnd.expireIdle) and under an instancePool's mu,
+// never the other way round. It is held only to read or change the
+// session's fields; the one lock taken under it is callingSessions.mu
+// (admit, retire), a leaf.
 type session struct {
 	// notify sends a message the client did not ask for (a list_changed
 	// notification). It must not block. If nil, such messages are dropped.
 	notify func(msg []byte)
+
+	// who sent the session's requests, set by the front end that opened
+	// it; never changed (principal.go).
+	who principal
 
 	mu              sync.Mutex
 	initialized     bool // initialize was answered: notifications may follow
@@ -33,12 +38,14 @@ type session struct {
 	nextOut         int64                              // the last ID of a request corral sent the client
 	outbound        map[int64]*outbound                // requests of servers waiting for the client's answer
 	ended           bool                               // endSession was called: nothing more is sent
+	unsentCount     int                                // answers of its calls waiting to be written to the client
+	unsentBytes     int64                              // their bytes
 }
 
-// makeSession returns a session that sends what the client did not ask for
-// to notify (see session.notify). It is registered nowhere.
-func makeSession(notify func([]byte)) *session {
-	return &session{notify: notify, inflight: map[string]context.CancelCauseFunc{},
+// makeSession returns a session of who's that sends what the client did not
+// ask for to notify (see session.notify). It is registered nowhere.
+func makeSession(notify func([]byte), who principal) *session {
+	return &session{notify: notify, who: who, inflight: map[string]context.CancelCauseFunc{},
 		cancelled: map[string]bool{}, outbound: map[int64]*outbound{}}
 }
 
@@ -122,6 +129,70 @@ func (s *session) about(rel *related) []*outbound {
 		}
 	}
 	return out
+}
+
+// version returns the protocol version the session agreed in initialize,
+// or "" if it never did (a 2026-07-28 request's session).
+func (s *session) version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.protocolVersion
+}
+
+// client returns what the client declared in initialize and the least
+// severe log level it asked for ("" if it never did).
+func (s *session) client() (caps capabilities, logLevel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clientCaps, s.logLevel
+}
+
+// hasEnded reports whether end was called.
+func (s *session) hasEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// admit records the client's request key as in flight, with cancel to
+// cancel it, unless the session already has max in flight or one with the
+// same key. It returns the number in flight before, and whether key was in
+// flight already; the call is admitted when neither stops it. The first
+// call in flight adds the session to calling, under the session's mu, so
+// that calling holds exactly the sessions with calls in flight.
+func (s *session) admit(key string, cancel context.CancelCauseFunc, max int, calling *callingSessions) (n int, dup bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = len(s.inflight)
+	_, dup = s.inflight[key]
+	if n < max && !dup {
+		if n == 0 {
+			calling.add(s)
+		}
+		s.inflight[key] = cancel
+	}
+	return n, dup
+}
+
+// retire forgets the client's request key, once it has ended; the last
+// call in flight removes the session from calling.
+func (s *session) retire(key string, calling *callingSessions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, key)
+	delete(s.cancelled, key)
+	if len(s.inflight) == 0 {
+		calling.remove(s)
+	}
+}
+
+// cancelCalls cancels every call in flight with cause.
+func (s *session) cancelCalls(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.inflight {
+		cancel(cause)
+	}
 }
 
 // waiting returns the number of requests of servers waiting for the
@@ -245,17 +316,27 @@ func (ss *sessionSet) wantedLogLevel() string {
 	return logLevels[best]
 }
 
-// newSession registers a session so that it hears of catalog changes.
-func (g *Gateway) newSession(notify func([]byte)) *session {
-	s := makeSession(notify)
+// listeningSession returns a session of who's for a 2026-07-28 client's
+// subscriptions/listen: initialized, so that it hears of changes, which go
+// to notify. It is registered nowhere.
+func listeningSession(notify func([]byte), who principal) *session {
+	s := makeSession(notify, who)
+	s.initialized = true
+	return s
+}
+
+// newSession registers a session of who's so that it hears of catalog
+// changes.
+func (g *Gateway) newSession(notify func([]byte), who principal) *session {
+	s := makeSession(notify, who)
 	g.sessions.add(s)
 	return s
 }
 
-// detachedSession returns a session for one modern request: it hears of
-// nothing else.
-func (g *Gateway) detachedSession() *session {
-	return makeSession(nil)
+// detachedSession returns a session for one modern request of who's: it
+// hears of nothing else.
+func (g *Gateway) detachedSession(who principal) *session {
+	return makeSession(nil, who)
 }
 
 // endSession cancels the session's calls in flight, answers the servers'
@@ -352,22 +433,11 @@ func (g *Gateway) wantedLogLevel() string { return g.sessions.wantedLogLevel() }
 // server that asked for them, with the server's name in its logger:
 // "server", or "server/logger" when the server named a logger.
 func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
-	var p struct {
-		Level  string `json:"level"`
-		Logger string `json:"logger"`
-	}
-	json.Unmarshal(params, &p)
 	b.log.Debug("log message from server", "params", truncate(params, 1000))
-	level := slices.Index(logLevels, p.Level)
-	if level < 0 {
+	note, level := logNote(b, params)
+	if note == nil {
 		return
 	}
-	logger := b.name
-	if p.Logger != "" {
-		logger += "/" + p.Logger
-	}
-	note, _ := encodeNotification("notifications/message", setMember(params, "logger", logger))
-	note = note[:len(note)-1]
 	for _, s := range g.sessions.logging(level) {
 		s.send(note)
 	}
@@ -378,19 +448,38 @@ func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
 	}
 }
 
+// logNote returns server b's log message, params, as the notification a
+// client gets, with the server's name in its logger, and the index of its
+// level in logLevels; nil if its level is not one.
+func logNote(b *backend, params json.RawMessage) (note []byte, level int) {
+	var p struct {
+		Level  string `json:"level"`
+		Logger string `json:"logger"`
+	}
+	json.Unmarshal(params, &p)
+	level = slices.Index(logLevels, p.Level)
+	if level < 0 {
+		return nil, level
+	}
+	logger := b.name
+	if p.Logger != "" {
+		logger += "/" + p.Logger
+	}
+	note, _ = encodeNotification("notifications/message", setMember(params, "logger", logger))
+	return note[:len(note)-1], level
+}
+
 // modernLogger returns the one modern client's request in flight to b
 // that asked for log messages, or nil if there is none or more than one
 // (corral cannot tell whose a message is).
 func modernLogger(b *backend) *related {
 	var mine *related
-	b.mu.Lock()
-	m := b.mux
-	b.mu.Unlock()
+	m := b.currentRun()
 	if m == nil {
 		return nil
 	}
-	for _, r := range m.relatedCalls() {
-		if r.modern && r.logLevel != "" {
+	for _, c := range m.callers() {
+		if r := c.(*related); r.modern && r.logLevel != "" {
 			if mine != nil {
 				return nil
 			}
@@ -406,4 +495,38 @@ func (s *session) inFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.inflight)
+}
+
+// holdAnswer counts an answer of n bytes as waiting to be written to the
+// session's client, and reports true, unless the answers already waiting
+// hold bytes and n more would take them past max: then it counts nothing
+// and reports false. An answer alone is always held, whatever its size.
+// Each answer held must be released once, with releaseAnswer. It is safe
+// for concurrent use.
+func (s *session) holdAnswer(n, max int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unsentCount > 0 && s.unsentBytes+n > max {
+		return false
+	}
+	s.unsentCount++
+	s.unsentBytes += n
+	return true
+}
+
+// releaseAnswer forgets an answer of n bytes that holdAnswer held: it has
+// been written, or its writing failed.
+func (s *session) releaseAnswer(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsentCount--
+	s.unsentBytes -= n
+}
+
+// unsent returns how many answers of the session's calls wait to be
+// written to its client, and their bytes.
+func (s *session) unsent() (count int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsentCount, s.unsentBytes
 }

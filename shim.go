@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // shimArg is argv[1] of a corral process started as a containment shim.
@@ -164,4 +166,69 @@ func overMemoryDescription(waitErr error, limit int64) string {
 		what = waitErr.Error()
 	}
 	return what + ", after the kernel killed a process of it over its memory limit of " + formatSize(limit)
+}
+
+// processSpec says how to run one server process.
+type processSpec struct {
+	name    string   // the server's name, for messages
+	role    string   // what the process is, for messages: if empty, "server"
+	command string   // the program; looked up in PATH when it has no slash
+	args    []string // its arguments
+	env     []string // its whole environment
+	dir     string   // its working directory; if empty, corral's
+
+	// stopGrace is how long the process has to exit once its stdin is closed
+	// before its group gets SIGTERM; killGrace how long after SIGTERM before
+	// SIGKILL. pipeDrain bounds the wait for the pipes to reach EOF after the
+	// process has exited (a descendant may hold them open forever).
+	stopGrace, killGrace, pipeDrain time.Duration
+
+	log *slog.Logger // receives the server's stderr, line by line
+
+	// stderrLines and stderrBytes are how many lines and bytes of the
+	// server's stderr may be copied into log a second (see drainLines). If
+	// zero, the defaults of maxStderrLinesPerSecond and
+	// maxStderrBytesPerSecond.
+	stderrLines, stderrBytes int
+
+	// reaper, if not nil, is told of the process so that it never reaps it.
+	reaper *orphanReaper
+
+	// sandbox, if not nil, is what the server may reach (sandbox.go), and
+	// sandboxHost what this machine offers; if nil, probeSandboxHost.
+	sandbox     *SandboxConfig
+	sandboxHost func() sandboxHost
+
+	// cgroups, if on, is where the process gets a cgroup of its own, with
+	// limits; the process is then started through the shim (shim.go).
+	// Limits set where cgroups is not on are an error at start.
+	cgroups *cgroupTree
+	limits  Limits
+
+	// detached starts a process corral will leave running (an unmanaged
+	// prerequisite): in a session of its own, with no parent-death signal,
+	// and with /dev/null for stdin, stdout and stderr, so that it neither
+	// dies with corral nor on a write to a pipe corral no longer reads.
+	detached bool
+}
+
+// what returns what the process is, for messages: its role, or "server".
+func (s *processSpec) what() string {
+	if s.role == "" {
+		return "server"
+	}
+	return s.role
+}
+
+// sandboxPlan returns the plan for the sandbox of spec's server on this
+// machine, or nil for none (see newSandboxPlan).
+func (spec processSpec) sandboxPlan() (*sandboxPlan, error) {
+	if spec.sandbox == nil {
+		return nil, nil
+	}
+	probe := spec.sandboxHost
+	if probe == nil {
+		probe = func() sandboxHost { return probeSandboxHost(false) }
+	}
+	return newSandboxPlan(spec.name, spec.sandbox, probe())
 }

@@ -13,10 +13,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -152,7 +155,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
 	}
-	s := h.newSSEFrontSession()
+	s := h.newSSEFrontSession(h.principalOf(r))
 	if s == nil {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
 			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); close a stream, or try again later", h.gw.config().MaxSessions))
@@ -163,7 +166,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	defer s.streams.Add(-1) // counted by newSSEFrontSession, so that it is never idle while open
 	idle, why := h.pumpSSEFront(w, r, s)
 	if level := slog.LevelInfo; why != "" {
-		if s.sse.overflowed() {
+		if s.sse.overflowed() || strings.Contains(why, "writeTimeout") { // the client stopped reading
 			level = slog.LevelWarn
 		}
 		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
@@ -176,16 +179,17 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 	<-idle
 }
 
-// newSSEFrontSession opens a legacy SSE session, or returns nil when maxSessions
-// are open. Its stream is counted open: serveSSEFront uncounts it.
-func (h *httpFrontEnd) newSSEFrontSession() *httpSession {
+// newSSEFrontSession opens a legacy SSE session of who's, or returns nil
+// when maxSessions are open. Its stream is counted open: serveSSEFront
+// uncounts it.
+func (h *httpFrontEnd) newSSEFrontSession(who principal) *httpSession {
 	max := h.sseQueueBytes.Load()
 	if max <= 0 {
 		max = defaultSSEFrontQueueBytes
 	}
 	s := &httpSession{sse: newSSEFrontQueue(max)}
 	s.streams.Add(1)
-	return h.addSession(s, func(msg []byte) { s.sse.push(&reply{head: msg}) })
+	return h.addSession(s, who, func(msg []byte) { s.sse.push(&reply{head: msg}) })
 }
 
 // pumpSSEFront writes the endpoint event, then the session's messages as
@@ -198,6 +202,7 @@ func (h *httpFrontEnd) pumpSSEFront(w http.ResponseWriter, r *http.Request, s *h
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	h.writeDeadline(rc)
 	if _, err := fmt.Fprintf(w, "event: endpoint\ndata: %s?sessionId=%s\n\n", sseFrontMessagesPath, s.id); err != nil {
 		return nil, "the client closed the stream: " + err.Error()
 	}
@@ -225,14 +230,17 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 	drained := false // the calls have returned: write what is left, then end
 	for {
 		for _, m := range q.take() {
+			h.writeDeadline(rc)
+			if q.overflowed() { // pumpSSEFront's cut must not be undone
+				return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+			}
 			if _, err := writeSSEFrontReply(w, m); err != nil {
-				if q.overflowed() {
-					return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
-				}
-				return idle, "the client closed the stream: " + err.Error()
+				return idle, h.writeFailure(q, err)
 			}
 		}
-		rc.Flush()
+		if err := rc.Flush(); err != nil {
+			return idle, h.writeFailure(q, err)
+		}
 		if drained {
 			return idle, "corral is shutting down"
 		}
@@ -252,6 +260,18 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 			drained = true
 		}
 	}
+}
+
+// writeFailure says why a write to a legacy SSE stream failed with err, for
+// the log.
+func (h *httpFrontEnd) writeFailure(q *sseFrontQueue, err error) string {
+	switch {
+	case q.overflowed():
+		return fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Sprintf("the client did not read a message within writeTimeout (%v)", h.gw.config().WriteTimeout.D())
+	}
+	return "the client closed the stream: " + err.Error()
 }
 
 // writeSSEFrontReply writes one message as a server-sent event.
@@ -286,9 +306,7 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return
 	}
-	h.mu.Lock()
-	s := h.sessions[id]
-	h.mu.Unlock()
+	s := h.session(id)
 	if s == nil || s.sse == nil {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; open a new one with GET "+sseFrontPath)
 		return

@@ -564,3 +564,22 @@ func TestLegacySSEClientThatReadsTooSlowlyLosesItsSession(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the stream to be uncounted", func() bool { return metric(t, f.base, "corral_event_streams") == "0" })
 }
+
+// A legacy SSE client that stops reading while an answer is written to its
+// stream, below the queue's bound, is cut off after writeTimeout, and the
+// log names its session.
+func TestLegacySSEClientThatStopsReadingIsCutOffAfterWriteTimeout(t *testing.T) {
+	t.Parallel()
+	f := startSSEFront(t, `{"writeTimeout":"1s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`, 64<<20)
+	c := dialSSEFront(t, f.base, "", false) // reads the endpoint event, then nothing
+	// 24 MiB: more than the kernel's buffers take, less than the queue.
+	if code, b := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":25165824}}}`); code != http.StatusAccepted {
+		t.Fatalf("POST = %d %s", code, b)
+	}
+	line := f.log.wait(`legacy SSE session ended: the client did not read a message within writeTimeout`)
+	_, sid, _ := strings.Cut(c.endpoint, "sessionId=")
+	if sid == "" || !strings.Contains(line, "session="+sid) {
+		t.Errorf("the log line %q does not name the session (endpoint %s)", line, c.endpoint)
+	}
+	waitFor(t, 10*time.Second, "the stream to be uncounted", func() bool { return metric(t, f.base, "corral_event_streams") == "0" })
+}

@@ -20,49 +20,6 @@ import (
 	"time"
 )
 
-// processSpec says how to run one server process.
-type processSpec struct {
-	name    string   // the server's name, for messages
-	command string   // the program; looked up in PATH when it has no slash
-	args    []string // its arguments
-	env     []string // its whole environment
-	dir     string   // its working directory; if empty, corral's
-
-	// stopGrace is how long the process has to exit once its stdin is closed
-	// before its group gets SIGTERM; killGrace how long after SIGTERM before
-	// SIGKILL. pipeDrain bounds the wait for the pipes to reach EOF after the
-	// process has exited (a descendant may hold them open forever).
-	stopGrace, killGrace, pipeDrain time.Duration
-
-	log *slog.Logger // receives the server's stderr, line by line
-
-	// stderrLines and stderrBytes are how many lines and bytes of the
-	// server's stderr may be copied into log a second (see drainLines). If
-	// zero, the defaults of maxStderrLinesPerSecond and
-	// maxStderrBytesPerSecond.
-	stderrLines, stderrBytes int
-
-	// reaper, if not nil, is told of the process so that it never reaps it.
-	reaper *orphanReaper
-
-	// sandbox, if not nil, is what the server may reach (sandbox.go), and
-	// sandboxHost what this machine offers; if nil, probeSandboxHost.
-	sandbox     *SandboxConfig
-	sandboxHost func() sandboxHost
-
-	// cgroups, if on, is where the process gets a cgroup of its own, with
-	// limits; the process is then started through the shim (shim.go).
-	// Limits set where cgroups is not on are an error at start.
-	cgroups *cgroupTree
-	limits  Limits
-
-	// detached starts a process corral will leave running (an unmanaged
-	// prerequisite): in a session of its own, with no parent-death signal,
-	// and with /dev/null for stdin, stdout and stderr, so that it neither
-	// dies with corral nor on a write to a pipe corral no longer reads.
-	detached bool
-}
-
 // stderrTailLines is how many of a server's last stderr lines are kept for
 // error messages.
 const stderrTailLines = 20
@@ -175,6 +132,9 @@ func (p *process) own(cmd *exec.Cmd, started chan<- error) {
 		return
 	}
 	p.pid = cmd.Process.Pid
+	// Unreaped until Wait below, the PID names this process: from now on
+	// it cannot leave its cgroup unseen.
+	p.spec.cgroups.tie(p.pid, p.spec.name)
 	started <- nil
 	defer p.spec.reaper.reaped(p.pid)
 
@@ -215,23 +175,30 @@ func (p *process) signal(sig syscall.Signal) {
 
 // Stop stops the process the way the MCP specification asks a client to and
 // blocks until it has been reaped, every process left in its group has been
-// killed, and its pipes are closed. Closing hurry skips the remaining waits
-// and kills at once. Stop may be called more than once and concurrently; every
-// call blocks until the first has finished.
+// killed, and its pipes are closed. Before anything else, where the process
+// runs in a cgroup, what left that cgroup is killed (killEscapees). Closing
+// hurry skips the remaining waits and kills at once. Stop may be called more
+// than once and concurrently; every call blocks until the first has
+// finished.
 func (p *process) Stop(hurry <-chan struct{}) {
 	p.stopOnce.Do(func() {
+		// While the server runs, what left its cgroup is still tied to it
+		// through its parents: kill that first.
+		if p.cg != nil {
+			p.spec.cgroups.killEscapees()
+		}
 		// "the client SHOULD initiate shutdown by first closing the input
 		// stream to the child process (the server)"
 		p.stdin.Close()
 		if !p.waitExited(p.spec.stopGrace, hurry) {
 			// "If the server does not exit within a reasonable time, the client
 			// SHOULD send SIGTERM"
-			p.spec.log.Info("server did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
+			p.spec.log.Info(p.spec.what()+" did not exit after stdin was closed; sending SIGTERM", "after", p.waited(p.spec.stopGrace, hurry))
 			p.signal(syscall.SIGTERM)
 			if !p.waitExited(p.spec.killGrace, hurry) {
 				// "If the server has not exited within a reasonable time after
 				// SIGTERM, the client SHOULD send SIGKILL"
-				p.spec.log.Warn("server did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
+				p.spec.log.Warn(p.spec.what()+" did not exit after SIGTERM; sending SIGKILL", "after", p.waited(p.spec.killGrace, hurry))
 				p.signal(syscall.SIGKILL)
 				<-p.exited
 			}

@@ -35,9 +35,16 @@ type stdioFrontEnd struct {
 	// lines goes to the writer, which owns out. It is closed once, under
 	// linesMu, when no call is left to send on it; notify drops what comes
 	// after.
-	lines       chan *reply
+	lines       chan stdioLine
 	linesMu     sync.Mutex
 	linesClosed bool
+}
+
+// stdioLine is one message for the writer: an answer held until it is
+// written (see Gateway.holdAnswer), or a message that is not (held is 0).
+type stdioLine struct {
+	msg  *reply
+	held int64
 }
 
 // stdinRead is one line read from the client, or the error that ended or cut
@@ -55,11 +62,11 @@ type stdinRead struct {
 // until every call it started has returned and everything written has been
 // flushed to out.
 func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
-	f := &stdioFrontEnd{gw: gw, log: log, drain: drain, lines: make(chan *reply, relatedBuffer)}
+	f := &stdioFrontEnd{gw: gw, log: log, drain: drain, lines: make(chan stdioLine, relatedBuffer)}
 	f.callCtx, f.cancelCalls = context.WithCancel(context.Background())
 	defer f.cancelCalls()
 	writerDone := f.startWriter(out)
-	f.session = gw.newSession(f.notify)
+	f.session = gw.newSession(f.notify, stdioPrincipal)
 	reads := f.startReader(in, maxLine)
 	f.serve(ctx, reads)
 	f.finish(writerDone)
@@ -74,11 +81,14 @@ func (f *stdioFrontEnd) startWriter(out io.Writer) <-chan struct{} {
 	go func() {
 		defer close(done)
 		bw := bufio.NewWriterSize(out, 64<<10)
-		for msg := range f.lines {
-			msg.WriteTo(bw)
+		for l := range f.lines {
+			l.msg.WriteTo(bw)
 			bw.WriteByte('\n')
 			if err := bw.Flush(); err != nil {
 				f.log.Warn("writing to stdout", "err", err)
+			}
+			if l.held > 0 {
+				f.gw.releaseAnswer(f.session, l.held)
 			}
 		}
 	}()
@@ -96,7 +106,7 @@ func (f *stdioFrontEnd) notify(msg []byte) {
 		return
 	}
 	select {
-	case f.lines <- &reply{head: msg}:
+	case f.lines <- stdioLine{msg: &reply{head: msg}}:
 	default:
 	}
 }
@@ -163,7 +173,7 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 	var tooLong *lineTooLongError
 	switch {
 	case errors.As(r.err, &tooLong):
-		f.lines <- errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})
+		f.lines <- stdioLine{msg: errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})}
 		return true
 	case r.err == io.EOF:
 		f.log.Info("stdin closed: the client has gone")
@@ -185,7 +195,7 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 		if msg != nil {
 			id = msg.ID
 		}
-		f.lines <- errorReply(id, werr)
+		f.lines <- stdioLine{msg: errorReply(id, werr)}
 		return true
 	}
 	f.dispatch(msg)
@@ -206,13 +216,25 @@ func (f *stdioFrontEnd) dispatch(msg *wireMsg) {
 		defer f.calls.Done()
 		in, werr := inboundOf(msg) // the request's era, from its params
 		if werr != nil {
-			f.lines <- errorReply(msg.ID, werr)
+			f.lines <- stdioLine{msg: errorReply(msg.ID, werr)}
 			return
 		}
 		if answer := f.gw.handle(f.callCtx, f.session, in, nil); answer != nil {
-			f.lines <- answer
+			f.send(msg.ID, answer)
 		}
 	}()
+}
+
+// send passes answer, to the request id, to the writer, held until it is
+// written: a client that stops reading corral's stdout has its session refuse
+// new calls (see Gateway.holdAnswer) rather than make corral hold their
+// answers without end. It blocks while the writer is behind.
+func (f *stdioFrontEnd) send(id []byte, answer *reply) {
+	held, n, refused := f.gw.holdAnswer(f.session, id, answer)
+	if refused != "" {
+		f.log.Warn("dropped an answer: the client does not read its answers", "session", "stdio", "bytes", answer.len(), "limit", refused)
+	}
+	f.lines <- stdioLine{msg: held, held: n}
 }
 
 // finish cancels the calls still in flight, ends the session, waits for

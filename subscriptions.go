@@ -136,7 +136,7 @@ func (t *subscriptions) subscribers(key subKey) map[*session]string {
 // subscribe answers resources/subscribe. The server hears of the first
 // subscriber to a resource only; its updates go to every subscriber.
 func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, uri, err := g.subscription(ctx, "resources/subscribe", params)
+	b, key, uri, err := g.subscription(ctx, s.who.view, "resources/subscribe", params)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 // unsubscribe answers resources/unsubscribe; the server hears of the last
 // subscriber's going.
 func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, _, err := g.subscription(ctx, "resources/unsubscribe", params)
+	b, key, _, err := g.subscription(ctx, s.who.view, "resources/unsubscribe", params)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMe
 
 // subscription finds the backend and key of the URI in a subscription
 // request's params.
-func (g *Gateway) subscription(ctx context.Context, method string, params json.RawMessage) (*backend, subKey, string, error) {
+func (g *Gateway) subscription(ctx context.Context, v *view, method string, params json.RawMessage) (*backend, subKey, string, error) {
 	var p struct {
 		URI string `json:"uri"`
 	}
@@ -191,7 +191,7 @@ func (g *Gateway) subscription(ctx context.Context, method string, params json.R
 		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
 	b, orig := g.resolveURI(ctx, p.URI)
-	if b == nil {
+	if b == nil || !v.sees(kindResource, b.name, p.URI) {
 		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, p.URI)}
 	}
 	return b, subKey{b.name, orig}, p.URI, nil
@@ -222,11 +222,21 @@ func (g *Gateway) subscribedURIs(server string) []string {
 // resourceUpdated passes a server's notifications/resources/updated to the
 // sessions subscribed to the resource, with the URI each of them used.
 func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
+	g.subs.tellUpdated(b.name, params, nil)
+}
+
+// tellUpdated passes server's notifications/resources/updated, params, to
+// the sessions subscribed to the resource (to only, if not nil, if it is
+// one of them), with the URI each of them used. It does not block.
+func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only *session) {
 	var p struct {
 		URI string `json:"uri"`
 	}
 	json.Unmarshal(params, &p)
-	for s, uri := range g.subs.subscribers(subKey{b.name, p.URI}) {
+	for s, uri := range t.subscribers(subKey{server, p.URI}) {
+		if only != nil && s != only {
+			continue
+		}
 		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
 		s.send(note[:len(note)-1])
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -484,6 +485,78 @@ func (b *backend) processSpec() processSpec {
 // StartTimeout: the upstream's part (upstream.handshake).
 func (b *backend) handshake(m *mux) error { return b.up.handshake(m) }
 
+// instructionsText returns what the server told clients in its handshake.
+func (b *backend) instructionsText() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.instructions
+}
+
+// lastError returns why the backend is in its state, if it is not ready.
+func (b *backend) lastError() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastErr
+}
+
+// claim returns what a call needs of the backend's state. While the
+// backend is ready the call counts as using the server until release, so
+// that an idle stop cannot take the server from under it. An idle backend
+// reads as stateIdle, and is asked to start (only the first ask of an idle
+// spell is sent); a ready one whose run is over reads as stateBackoff, as
+// leaveReady is on its way. It does not block.
+func (b *backend) claim() (state backendState, m *mux, changed chan struct{}, lastErr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	state, m, changed, lastErr = b.state, b.mux, b.changed, b.lastErr
+	switch {
+	case b.lazy.askIfDozing():
+		state = stateIdle
+	case state == stateReady && closed(m.done):
+		state = stateBackoff
+	case state == stateReady:
+		b.lazy.busy.Add(1)
+		b.used()
+	}
+	return state, m, changed, lastErr
+}
+
+// idleWait returns how long the run whose mux is m must stay up before it
+// has been idle for d, or zero if it has: then the backend is dozing, and
+// calls from now on wake it rather than use m.
+func (b *backend) idleWait(m *mux, d time.Duration) time.Duration {
+	subscribed := len(b.gw.subscribedURIs(b.name)) > 0 // no gateway lock under b.mu
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if subscribed || b.state != stateReady || b.mux != m || b.lazy.busy.Load() > 0 || m.inFlight() > 0 {
+		return max(d, minIdleCheck)
+	}
+	if left := d - time.Since(time.Unix(0, b.lazy.lastUse.Load())); left > 0 {
+		return left
+	}
+	b.lazy.doze()
+	return 0
+}
+
+// catchUp brings run m, now ready, up to date with what clients asked of
+// the server before it: the log level, and their subscriptions to its
+// resources, whose URIs subscribed returns (not called for a 2026-07-28
+// server, whose listen request carries them). It blocks until the server
+// has answered each subscription or requestTimeout has passed.
+func (b *backend) catchUp(m *mux, level string, subscribed func() []string) {
+	b.setLogLevel(level)
+	if m.modern.Load() {
+		return // its listen request carries the subscriptions
+	}
+	for _, uri := range subscribed() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.gcfg.requestTimeout(b.cfg))
+		if err := callInto(ctx, m, "resources/subscribe", setMember(json.RawMessage("{}"), "uri", uri), &struct{}{}); err != nil {
+			b.log.Warn("subscribing again after a restart failed", "uri", uri, "err", err)
+		}
+		cancel()
+	}
+}
+
 // setInstructions keeps what the server told clients in its handshake, for
 // the gateway (Gateway.instructions).
 func (b *backend) setInstructions(text string) {
@@ -595,13 +668,14 @@ func (b *backend) changeState(s backendState, why string, log bool) {
 // call sends a request to the server and waits for its answer. While the
 // server is idle (call starts it), starting or waiting to restart, call
 // waits for it, until ctx ends; when it is failed or stopped, call fails at
-// once with an error that says why.
-func (b *backend) call(ctx context.Context, method string, params json.RawMessage, rel *related) (*wireMsg, error) {
+// once with an error that says why. c, if not nil, is the client request
+// the call is made for (mux.CallFor).
+func (b *backend) call(ctx context.Context, method string, params json.RawMessage, c caller) (*wireMsg, error) {
 	for {
 		state, m, changed, lastErr := b.claim() // ready: in use until release; idle: woken
 		switch state {
 		case stateReady:
-			a, err := m.CallFor(ctx, method, params, rel)
+			a, err := m.CallFor(ctx, method, params, c)
 			b.release()
 			return a, b.stopCause(m, err)
 		case stateIdle, stateStarting, stateBackoff:
@@ -764,4 +838,56 @@ func (b *backend) hurryOnce() {
 	default:
 		close(b.hurry)
 	}
+}
+
+// backendScope is what a backend of a session-scoped server holds beyond a
+// shared server's. It is data only: the backend reads marker, and the
+// gateway the rest.
+type backendScope struct {
+	// On a session's backend:
+	marker  string   // the server's name in its processes' marker: name#N
+	catalog *backend // the server's catalog backend, whose metrics count this one's calls
+
+	// On the catalog backend:
+	instances atomic.Int64 // the server's processes for sessions not yet stopped
+	listed    atomic.Bool  // the probe listed the server and was stopped
+}
+
+// markerName returns the server name in the marker of b's processes (see
+// markerEnv): its own for a session's backend, else the server's.
+func (b *backend) markerName() string {
+	if b.scope != nil && b.scope.marker != "" {
+		return b.scope.marker
+	}
+	return b.name
+}
+
+// health returns what /healthz reports of the backend now. It is safe for
+// concurrent use.
+func (b *backend) health() health {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := health{Name: b.name, State: b.state, Tools: len(b.up.items(kindTool)), Restarts: b.restarts, LastExit: b.lastExit}
+	h.Prompts, h.Resources, h.Templates = len(b.up.items(kindPrompt)), len(b.up.items(kindResource)), len(b.up.items(kindTemplate))
+	if b.proc != nil && b.state != stateIdle { // an idle server's last process is gone
+		h.PID = b.proc.pid
+		if b.state != stateReady {
+			h.Stderr = b.proc.tail.all()
+		}
+	}
+	switch b.state {
+	case stateReady:
+		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
+		h.InFlight = b.mux.inFlight()
+	case stateIdle: // well, not an error: a request starts it
+	case stateFailed:
+		h.Error = b.lastErr
+		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+	default:
+		h.Error = b.lastErr
+	}
+	if b.scope != nil && b.scope.catalog == nil {
+		b.scope.reportScope(&h, b.state)
+	}
+	return h
 }

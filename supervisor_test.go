@@ -251,8 +251,8 @@ func TestSlowFailedStartsTripTheBreaker(t *testing.T) {
 	t.Parallel()
 	// Each start hangs until startTimeout, so no two restarts ever fall
 	// within restartWindow: only the count of failed starts in a row can
-	// stop the loop.
-	// startTimeout: as in TestHangInInitializeIsStoppedAndCountsAsACrash.
+	// stop the loop. startTimeout leaves a loaded machine time to start
+	// each fake server far enough to record itself before it is stopped.
 	tg := startGateway(t, `{"startTimeout":"2s","stopGrace":"50ms","restartDelay":"10ms","maxRestartDelay":"10ms","restartWindow":"100ms","maxRestarts":2,"failedRetry":"1h","mcpServers":{
 		"hung": {"command":"FAKE","args":["-state","STATE","-name","hung","-hang-initialize","-ignore-stdin-close"]}
 	}}`)

@@ -202,10 +202,7 @@ func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *b
 		return r
 	}
 	tk := g.tasks.add(s, b, id, ttl, time.Now())
-	s.mu.Lock()
-	ended := s.ended
-	s.mu.Unlock()
-	if ended {
+	if s.hasEnded() {
 		// The session ended while the call was in flight, and forgot its
 		// tasks before this one was added: no one will ask for it.
 		g.tasks.forget(tk.id)

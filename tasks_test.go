@@ -175,7 +175,7 @@ func TestClientTaskIDChangesOnlyTheTaskIDs(t *testing.T) {
 func TestServersRequestsAboutATaskNameItByCorralsID(t *testing.T) {
 	g := &Gateway{tasks: newTaskTable()}
 	a, other := &backend{name: "a"}, &backend{name: "b"}
-	s := makeSession(nil)
+	s := makeSession(nil, anonymousPrincipal)
 	g.tasks.reserve(s, 1, time.Now())
 	tk := g.tasks.add(s, a, "task-1", 0, time.Now())
 	in := `{"message":"which?","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}`
@@ -243,7 +243,7 @@ func TestATasksRequestForInputReachesItsSessionAmongOthers(t *testing.T) {
 func TestTaskTableMakesRoomAsTasksExpire(t *testing.T) {
 	tt := newTaskTable()
 	b := &backend{name: "a"}
-	s := makeSession(nil)
+	s := makeSession(nil, anonymousPrincipal)
 	now := time.Now()
 	if werr := tt.reserve(s, 2, now); werr != nil {
 		t.Fatal(werr)

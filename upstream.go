@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// protocolVersions are the MCP versions corral speaks, newest first.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
 // clientCapabilities are the capabilities corral declares to a legacy
 // server: those its clients may have. A request that needs one goes to the
 // client whose call the server is serving, if that client declared it
@@ -113,7 +110,7 @@ func (u *upstream) handshake(m *mux) error {
 			continue
 		}
 		var err error
-		if lists[k], err = listItems(ctx, m, k, bound); err != nil {
+		if lists[k], err = u.listItems(ctx, m, k, bound); err != nil {
 			return startError(kinds[k].list, timeout, err)
 		}
 	}
@@ -258,7 +255,7 @@ func (u *upstream) relist(m *mux, k kind) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), u.gcfg.StartTimeout.D())
-	items, err := listItems(ctx, m, k, bound)
+	items, err := u.listItems(ctx, m, k, bound)
 	cancel()
 	if err != nil {
 		u.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)
@@ -377,7 +374,7 @@ func callInto(ctx context.Context, m *mux, method string, params json.RawMessage
 		return err
 	}
 	if a.Error != nil {
-		return fmt.Errorf("server answered error %d: %s", a.Error.Code, a.Error.Message)
+		return fmt.Errorf("server answered error %d: %w", a.Error.Code, a.Error)
 	}
 	if err := json.Unmarshal(a.Result, v); err != nil {
 		return fmt.Errorf("invalid result: %v", err)
@@ -424,10 +421,28 @@ func (c *catalogBound) add(raw []byte) error {
 	return nil
 }
 
+// listItems is the package's listItems, except that a server that
+// declared the capability but answers its list with -32601 (method not
+// found) has none of kind k: its wrong declaration costs that list only,
+// not its start. The method is logged (with the server's name) as a
+// warning, except for resources/templates/list, which many servers that
+// list resources do not know.
+func (u *upstream) listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
+	items, err := listItems(ctx, m, k, bound)
+	var we *wireError
+	if err == nil || !errors.As(err, &we) || we.Code != codeMethodNotFound {
+		return items, err
+	}
+	if k == kindTemplate {
+		u.log.Debug("the server does not know resources/templates/list; it has no resource templates", "method", kinds[k].list)
+	} else {
+		u.log.Warn("the server declared a capability but does not know its list method; corral lists none of it and serves the rest", "method", kinds[k].list, "err", err)
+	}
+	return nil, nil
+}
+
 // listItems lists every item of kind k the server has, following
-// nextCursor, counting each item against bound. A server that declared
-// resources but does not know resources/templates/list has no templates.
-// An item's JSON is kept as the server sent it (made compact if it holds a
+// nextCursor, counting each item against bound. An item's JSON is kept as the server sent it (made compact if it holds a
 // line break): the catalog serves it as it is, unless it renames the item.
 func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
 	var items []backendItem
@@ -443,10 +458,6 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 		}
 		var res map[string]json.RawMessage
 		if err := callInto(ctx, m, kinds[k].list, params, &res); err != nil {
-			var we *wireError
-			if k == kindTemplate && errors.As(err, &we) && we.Code == codeMethodNotFound {
-				return nil, nil
-			}
 			return nil, err
 		}
 		var list []json.RawMessage
@@ -480,11 +491,18 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 	}
 }
 
+// modernClient is what a 2026-07-28 server is told of the client a request
+// is for, in its _meta; the gateway's caller of a client's request has it.
+type modernClient interface {
+	clientCaps() capabilities
+	clientLogLevel() string
+}
+
 // modernParams returns params with the _meta a modern server needs: the
-// protocol version, the client's capabilities (those in rel, or none for
+// protocol version, the client's capabilities (those of c, or none for
 // corral's own requests), corral's identity unless the client gave its own,
 // and the log level the client wants, if any.
-func modernParams(params json.RawMessage, rel *related) json.RawMessage {
+func modernParams(params json.RawMessage, c caller) json.RawMessage {
 	var fields map[string]json.RawMessage
 	json.Unmarshal(params, &fields)
 	if fields == nil {
@@ -496,18 +514,59 @@ func modernParams(params json.RawMessage, rel *related) json.RawMessage {
 		meta = map[string]json.RawMessage{}
 	}
 	meta[metaVersion], _ = json.Marshal(modernVersion)
-	caps := capabilities{}
-	if rel != nil && rel.caps != nil {
-		caps = rel.caps
+	caps, logLevel := capabilities{}, ""
+	if mc, ok := c.(modernClient); ok {
+		if mc.clientCaps() != nil {
+			caps = mc.clientCaps()
+		}
+		logLevel = mc.clientLogLevel()
 	}
 	meta[metaCaps], _ = json.Marshal(caps)
 	if meta[metaClientInfo] == nil {
 		meta[metaClientInfo], _ = json.Marshal(map[string]string{"name": "corral", "version": version})
 	}
-	if rel != nil && rel.logLevel != "" {
-		meta[metaLogLevel], _ = json.Marshal(rel.logLevel)
+	if logLevel != "" {
+		meta[metaLogLevel], _ = json.Marshal(logLevel)
 	}
 	fields["_meta"], _ = json.Marshal(meta)
 	out, _ := json.Marshal(fields)
 	return out
+}
+
+// backendItem is one item as its server listed it.
+type backendItem struct {
+	name string          // the server's name for it: a name, a URI or a URI template
+	raw  json.RawMessage // the object as the server sent it
+}
+
+// cached returns what the upstream knows of the server, for the cache.
+func (u *upstream) cached(instructions string) *cachedCatalog {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cc := &cachedCatalog{Version: catalogCacheVersion, Server: u.server, Capabilities: u.caps, Instructions: instructions, Lists: map[string][]json.RawMessage{}}
+	for k := range numKinds {
+		for _, it := range u.lists[k] {
+			cc.Lists[kinds[k].field] = append(cc.Lists[kinds[k].field], it.raw)
+		}
+	}
+	return cc
+}
+
+// restore makes the upstream know what cc, a checked cache file, holds, as
+// if the server had said it in a handshake.
+func (u *upstream) restore(cc *cachedCatalog) {
+	var lists [numKinds][]backendItem
+	for k := range numKinds {
+		for _, raw := range cc.Lists[kinds[k].field] {
+			name, _ := itemName(k, raw) // load checked it
+			lists[k] = append(lists[k], backendItem{name: name, raw: raw})
+		}
+	}
+	caps := cc.Capabilities
+	if caps == nil {
+		caps = capabilities{}
+	}
+	u.mu.Lock()
+	u.lists, u.caps = lists, caps
+	u.mu.Unlock()
 }

@@ -29,9 +29,7 @@ func (g *Gateway) clientURIs(b *backend, result json.RawMessage) json.RawMessage
 	if !bytes.Contains(result, uriMember) {
 		return result
 	}
-	g.mu.Lock()
-	cat := g.cat
-	g.mu.Unlock()
+	cat := g.currentCatalog()
 	backends := g.backendList()
 	rw := uriRewriter{rawEditor{data: result}, func(uri string) string { return cat.clientURI(backends, b, uri) }}
 	rw.result()

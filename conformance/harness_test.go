@@ -197,8 +197,8 @@ type templateData struct {
 	RestartDelay, ShutdownTimeout     string
 	TimeoutMS, StopGraceMS            int64
 	RestartDelayMS, ShutdownTimeoutMS int64
-	StartTimeout                      string
-	StartTimeoutMS                    int64
+	StartTimeout, WriteTimeout        string
+	StartTimeoutMS, WriteTimeoutMS    int64
 	Server, Tool                      string // for toolName
 	Prefix                            string // for toolName: the server's prefix, if any
 	Prompt, URI                       string // for promptName and resourceURI
@@ -209,7 +209,7 @@ type templateData struct {
 // skips.
 type options struct {
 	timeout, stopGrace, restartDelay, shutdownTimeout time.Duration
-	startTimeout                                      time.Duration
+	startTimeout, writeTimeout                        time.Duration
 }
 
 func flagParse() { flag.Parse() }
@@ -318,6 +318,15 @@ func freePort(t testing.TB) int {
 // is killed whatever the case found.
 func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...string) *gateway {
 	t.Helper()
+	g := launchGateway(t, servers, opts)
+	g.waitReady(ready)
+	return g
+}
+
+// launchGateway is startGateway without the wait: the gateway has been
+// started, and may yet refuse its config and exit.
+func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
+	t.Helper()
 	if adapter.MaxServers > 0 && len(servers) > adapter.MaxServers {
 		skip(t, "the gateway runs at most %d server(s); this case needs %d", adapter.MaxServers, len(servers))
 	}
@@ -325,7 +334,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 		name string
 		d    time.Duration
 	}{{"timeout", opts.timeout}, {"stopGrace", opts.stopGrace}, {"restartDelay", opts.restartDelay}, {"shutdownTimeout", opts.shutdownTimeout},
-		{"startTimeout", opts.startTimeout}} {
+		{"startTimeout", opts.startTimeout}, {"writeTimeout", opts.writeTimeout}} {
 		if s.d != 0 && !adapter.has(s.name) {
 			skip(t, "the adapter has no %s setting", s.name)
 		}
@@ -372,6 +381,7 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 	set(opts.restartDelay, &data.RestartDelay, &data.RestartDelayMS)
 	set(opts.shutdownTimeout, &data.ShutdownTimeout, &data.ShutdownTimeoutMS)
 	set(opts.startTimeout, &data.StartTimeout, &data.StartTimeoutMS)
+	set(opts.writeTimeout, &data.WriteTimeout, &data.WriteTimeoutMS)
 	if adapter.ConfigTemplate != "" {
 		os.WriteFile(data.ConfigPath, []byte(render(t, "configTemplate", adapter.ConfigTemplate, data)), 0o600)
 	}
@@ -432,7 +442,6 @@ func startGateway(t *testing.T, servers []serverSpec, opts options, ready ...str
 			t.Logf("the gateway's output:\n%s", g.output())
 		}
 	})
-	g.waitReady(ready)
 	return g
 }
 

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -145,5 +146,79 @@ func TestPrefixedNameBelongsToItsPrefixsServer(t *testing.T) {
 			fatal(t, "%s, a name in the namespace of zzz's prefix, reached %q (%v), want server zzz; an unprefixed server listing that name took it", name, text, err)
 		}
 		time.Sleep(200 * time.Millisecond) // the gateway gives no signal that it took aaa's list in
+	}
+}
+
+func TestTwoServersCannotShareAPrefix(t *testing.T) {
+	guarantee(t)
+	// aaa and zzz are both given the prefix gh. A gateway may refuse the
+	// config at its start; if it serves it, the names of gh's namespace must
+	// all reach one server, the same at every call.
+	if !adapter.has("prefix") {
+		skip(t, "the adapter has no prefix setting")
+	}
+	specs := []serverSpec{{Name: "aaa", prefix: "gh"}, {Name: "zzz", prefix: "gh"}}
+	g := launchGateway(t, specs, options{})
+	deadline := time.Now().Add(adapter.readyFor)
+	for {
+		select {
+		case <-g.exited:
+			if g.waitErr == nil {
+				fatal(t, "the gateway exited with status 0 at its start, neither serving the config nor refusing it")
+			}
+			t.Logf("the gateway refused the config at its start (%v): %s", g.waitErr, g.output())
+			return
+		default:
+		}
+		if s, err := g.trySession(); err == nil {
+			s.close()
+			break
+		}
+		if time.Now().After(deadline) {
+			fatal(t, "the gateway neither served nor exited within %s", adapter.readyFor)
+		}
+		time.Sleep(100 * time.Millisecond) // the gateway gives no signal to wait on
+	}
+
+	// It serves: each server it started has listed its tools first, so that
+	// a gateway that takes a list in late is caught too.
+	waitEvents(t, g.stateDir, 30*time.Second, func([]fakeEvent) bool {
+		started := 0
+		for _, name := range []string{"aaa", "zzz"} {
+			for _, st := range serverStarts(g.stateDir, name) {
+				started++
+				listed := false
+				for _, e := range events(g.stateDir, st.PID) {
+					listed = listed || e.Event == "request" && e.Method == "tools/list"
+				}
+				if !listed {
+					return false
+				}
+			}
+		}
+		return started > 0
+	})
+	s := g.newSession()
+	defer s.close()
+	reached := map[string]bool{}
+	for i := range 5 {
+		for _, server := range []string{"aaa", "zzz"} {
+			name := render(t, "toolName", adapter.ToolName, templateData{Server: server, Tool: server + "_whoami", Prefix: "gh"})
+			m, err := s.request(ctxFor(t, 30*time.Second), fmt.Sprintf(`"%s-%d"`, server, i), "tools/call", map[string]any{"name": name, "arguments": map[string]any{}})
+			if err != nil {
+				fatal(t, "calling %s: %v", name, err)
+			}
+			if text, err := m.text(); err == nil {
+				for _, who := range []string{"aaa", "zzz"} {
+					if strings.Contains(text, `"name":"`+who+`"`) {
+						reached[who] = true
+					}
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // the gateway gives no signal that it took a list in
+	}
+	if reached["aaa"] && reached["zzz"] {
+		fatal(t, "names in the namespace of prefix gh reached both aaa and zzz: two servers share the prefix, whose names must belong to one server alone; refuse the config, or give the prefix to one server")
 	}
 }

@@ -45,6 +45,10 @@
 //		subset of tools, resources, prompts, completions, logging and tasks
 //		(default all but tasks). Requests of an undeclared capability get
 //		error -32601.
+//	-unlisted LIST
+//		Answer the list requests (the methods ending in /list) of the
+//		capabilities in the comma-separated LIST with error -32601, while
+//		still declaring them: a server whose declaration is wrong.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -85,6 +89,11 @@
 //		error. Otherwise their standard input, output and error are /dev/null.
 //	-grandchild-ignores-sigterm
 //		Pass -ignore-sigterm to the descendants.
+//	-grandchild-leaves-cgroup DIRS
+//		Have the sleeper move itself into each of the comma-separated cgroup
+//		directories DIRS (its PID written to their cgroup.procs) before it
+//		writes its state file: out of the server's cgroup, as a server whose
+//		user may write those cgroups can.
 //	-role server|sleeper|daemonizer
 //		The part this process plays (default server). A sleeper does nothing
 //		until its lifetime ends or a signal ends it.
@@ -487,6 +496,7 @@ type options struct {
 	hugeCatalog              int
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
+	unlisted                 map[string]bool // -unlisted, by capability name
 	stateDir                 string
 	lifetime                 time.Duration
 	startDelay               time.Duration
@@ -500,6 +510,7 @@ type options struct {
 	grandchild               string
 	grandchildHoldsStdout    bool
 	grandchildIgnoresSigterm bool
+	grandchildLeavesCgroup   string
 	clearEnv                 bool
 	role                     string
 	readyFD                  int
@@ -524,6 +535,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
+	unlisted := fs.String("unlisted", "", "comma-separated `list` of capabilities whose list requests get -32601")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.DurationVar(&o.startDelay, "start-delay", 0, "wait this `duration` before reading stdin (a slow start)")
@@ -538,6 +550,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.clearEnv, "clear-env", false, "internal: spawn descendants with an empty environment")
 	fs.BoolVar(&o.grandchildHoldsStdout, "grandchild-holds-stdout", false, "let descendants inherit stdout and stderr")
 	fs.BoolVar(&o.grandchildIgnoresSigterm, "grandchild-ignores-sigterm", false, "pass -ignore-sigterm to descendants")
+	fs.StringVar(&o.grandchildLeavesCgroup, "grandchild-leaves-cgroup", "", "the sleeper moves itself into these comma-separated cgroup `dirs` first")
 	fs.StringVar(&o.role, "role", roleServer, "`role` of this process: server, sleeper or daemonizer")
 	fs.IntVar(&o.readyFD, "ready-fd", 0, "internal: close file descriptor `fd` once the state file is written")
 	fs.StringVar(&o.httpAddr, "http", "", "serve Streamable HTTP at `addr` (host:port) instead of stdio")
@@ -547,7 +560,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, err
 	}
 	var err error
-	o.capabilities, err = parseCapabilities(*capabilities)
+	o.capabilities, err = parseCapabilities("-capabilities", *capabilities)
+	if err == nil {
+		o.unlisted, err = parseCapabilities("-unlisted", *unlisted)
+	}
 	switch {
 	case err != nil:
 	case fs.NArg() > 0:
@@ -574,8 +590,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
-// parseCapabilities parses the value of -capabilities.
-func parseCapabilities(list string) (map[string]bool, error) {
+// parseCapabilities parses the value of flagName, a list of capabilities
+// (-capabilities or -unlisted).
+func parseCapabilities(flagName, list string) (map[string]bool, error) {
 	caps := make(map[string]bool)
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
@@ -583,7 +600,7 @@ func parseCapabilities(list string) (map[string]bool, error) {
 			continue
 		}
 		if !slices.Contains(capabilityNames, name) {
-			return nil, fmt.Errorf("invalid -capabilities: unknown capability %q", name)
+			return nil, fmt.Errorf("invalid %s: unknown capability %q", flagName, name)
 		}
 		caps[name] = true
 	}
@@ -660,6 +677,14 @@ func (s *server) run() {
 	go s.handleSignals(sigs)
 	if s.opts.lifetime > 0 {
 		time.AfterFunc(s.opts.lifetime, func() { s.exit(0, "lifetime") })
+	}
+	if s.opts.role == roleSleeper && s.opts.grandchildLeavesCgroup != "" {
+		for dir := range strings.SplitSeq(s.opts.grandchildLeavesCgroup, ",") {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				s.logf("fakeserver: cannot leave the cgroup: %v", err)
+				os.Exit(1)
+			}
+		}
 	}
 	if err := s.writeState(); err != nil {
 		s.logf("fakeserver: cannot write state: %v", err)
@@ -880,6 +905,9 @@ func (s *server) spawn(role string, ignoreSigterm, setsid, inherit bool, ready *
 	}
 	if ignoreSigterm {
 		args = append(args, "-ignore-sigterm")
+	}
+	if dirs := s.opts.grandchildLeavesCgroup; dirs != "" {
+		args = append(args, "-grandchild-leaves-cgroup", dirs)
 	}
 	cmd := exec.Command(exe, args...)
 	if ready != nil {

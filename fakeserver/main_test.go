@@ -93,7 +93,7 @@ func (b *syncBuffer) String() string {
 }
 
 // start starts a fakeserver with the given flags, a state directory and a
-// 30s lifetime. Every process recorded in the state directory is killed
+// 120s lifetime (long enough for a loaded machine). Every process recorded in the state directory is killed
 // when the test ends.
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
@@ -103,7 +103,7 @@ func start(t *testing.T, args ...string) *proc {
 		msgs:     make(chan msg),
 		stop:     make(chan struct{}),
 	}
-	args = append([]string{"-state", p.stateDir, "-lifetime", "30s"}, args...)
+	args = append([]string{"-state", p.stateDir, "-lifetime", "120s"}, args...)
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stderr = &p.stderr
 	p.cmd.WaitDelay = timeout
@@ -732,8 +732,8 @@ func TestGrandchildSetsid(t *testing.T) {
 	if sleeper.PPID != server || *sleeper.SID != sleeper.PID || *sleeper.SID == *srv.SID || sleeper.PGID == srv.PGID {
 		t.Errorf("sleeper %+v is not a session leader child of server %+v", sleeper, srv)
 	}
-	if !strings.Contains(strings.Join(sleeper.Args, " "), "-lifetime 30s") {
-		t.Errorf("sleeper args %q lack -lifetime 30s", sleeper.Args)
+	if !strings.Contains(strings.Join(sleeper.Args, " "), "-lifetime 120s") {
+		t.Errorf("sleeper args %q lack -lifetime 120s", sleeper.Args)
 	}
 	if err := syscall.Kill(sleeper.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -906,6 +906,19 @@ func TestCapabilities(t *testing.T) {
 		p.request(21, "tools/list", nil)
 		p.expect(21)
 	})
+	t.Run("unlisted", func(t *testing.T) {
+		p := start(t, "-unlisted", "resources,prompts")
+		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{"tools":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},`+
+			`"prompts":{"listChanged":true},"completions":{},"logging":{}}`)
+		for i, method := range []string{"resources/list", "resources/templates/list", "prompts/list"} {
+			p.request(i+1, method, map[string]any{})
+			p.expectError(i+1, -32601, "method not found: "+method)
+		}
+		p.request(10, "tools/list", nil)
+		p.expect(10)
+		p.request(11, "prompts/get", map[string]any{"name": "greet"})
+		p.expect(11)
+	})
 	t.Run("none", func(t *testing.T) {
 		p := start(t, "-capabilities", "")
 		checkJSON(t, "capabilities", p.initializeRaw(`{}`), `{}`)
@@ -927,6 +940,9 @@ func TestCapabilitiesFlag(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-capabilities", "tools,sampling"}, io.Discard); err == nil {
 		t.Error("parseFlags accepted capability sampling")
+	}
+	if _, err := parseFlags([]string{"-unlisted", "sampling"}, io.Discard); err == nil {
+		t.Error("parseFlags accepted -unlisted sampling")
 	}
 }
 

@@ -358,7 +358,7 @@ var methodCapabilities = map[string]string{
 // tools/call, or is nil if they could not be decoded.
 func (s *server) handle(c *call, m message, tc *toolCall) {
 	defer c.cancel()
-	if name, ok := methodCapabilities[m.Method]; ok && !s.opts.capabilities[name] {
+	if name, ok := methodCapabilities[m.Method]; ok && (!s.opts.capabilities[name] || s.opts.unlisted[name] && strings.HasSuffix(m.Method, "/list")) {
 		c.fail(codeMethodNotFound, "method not found: "+m.Method)
 		return
 	}
