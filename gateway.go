@@ -67,6 +67,9 @@ type Gateway struct {
 	catWanted   atomic.Uint64
 	catBuilt    uint64
 	catRebuilds int // under catMu: the rebuilds made, which tests count
+	// collisions, under catMu, are the name collisions logged, so that each
+	// is logged once, when it appears, not at every rebuild while it lasts.
+	collisions map[string]bool
 
 	mu         sync.Mutex // guards the fields below, and cfg and backends
 	lastHealth string     // the last summary logged
@@ -270,25 +273,34 @@ func (g *Gateway) sweepCatalogCache(cfg *Config) {
 
 // fingerprint sums up what running server s under cfg means; a server whose
 // fingerprint changed must be restarted for a new config to apply to it.
+//
+// It is every field of s, so that a field added to ServerConfig restarts the
+// server unless it is left out here on purpose, with the settings s inherits
+// from cfg resolved (a server's own value equal to the top level's counts as
+// no change), and the top-level settings each process starts with.
+// TestFingerprintCoversEveryServerConfigField keeps the list of fields left
+// out.
 func fingerprint(cfg *Config, s *ServerConfig) string {
+	own := *s
+	// Left out, as a running server does not need a restart for them:
+	own.EnvFile = ""     // its variables are in Env, which counts
+	own.Disabled = false // a disabled server is not running
+	// A kept server keeps its old values of these: they apply to the servers
+	// a reload starts, as docs/config.md#reload says.
+	own.RequestTimeout, own.MaxCatalogItems, own.MaxCatalogBytes = 0, 0, 0
+	// Counted below as resolved against cfg.
+	own.MaxInFlight, own.Supervision, own.Limits, own.Sandbox, own.Start = 0, Supervision{}, Limits{}, nil, ""
 	b, _ := json.Marshal(struct {
-		Command, Cwd, Prefix, URL string
-		Type                      string
-		Args                      []string
-		Env, Headers              map[string]string
-		Tools                     *ToolFilter
-		MaxInFlight               int
-		Sup                       Supervision
-		Start, Stop, Kill         Duration
-		MaxLine                   int64
-		Limits                    Limits
-		Prerequisite              *Prerequisite
-		Scope                     string
-		MaxInstances              int
-		Lazy                      bool
-		Sandbox                   *SandboxConfig
-	}{s.Command, s.Cwd, s.Prefix, s.URL, s.Type, s.Args, s.Env, s.Headers, s.Tools, cfg.maxInFlight(s), cfg.supervision(s), cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, cfg.limits(s), s.Prerequisite,
-		s.Scope, s.MaxInstances, s.isLazy(), cfg.sandbox(s)})
+		Own               ServerConfig
+		MaxInFlight       int
+		Sup               Supervision
+		Limits            Limits
+		Sandbox           *SandboxConfig
+		Lazy              bool
+		Start, Stop, Kill Duration
+		MaxLine           int64
+	}{own, cfg.maxInFlight(s), cfg.supervision(s), cfg.limits(s), cfg.sandbox(s), s.isLazy(),
+		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
 	return string(b)
 }
 
@@ -413,9 +425,14 @@ func (g *Gateway) rebuildCatalog() {
 	if len(notes) == 0 {
 		return
 	}
+	logged := map[string]bool{}
 	for _, c := range collisions {
-		g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+		if !g.collisions[c] {
+			g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+		}
+		logged[c] = true
 	}
+	g.collisions = logged // one that ends and comes back is logged again
 	for _, method := range notes {
 		note, _ := encodeNotification(method, nil)
 		for _, s := range sessions {

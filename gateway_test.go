@@ -145,6 +145,9 @@ func (c *client) request(id, method, params string) *wireMsg {
 	if err := json.Unmarshal(data, &msg); err != nil {
 		c.t.Fatalf("%s: answer is not JSON: %q", method, data)
 	}
+	if string(msg.ID) != id {
+		c.t.Errorf("%s: answered under id %s, want the id sent, %s, as sent: %s", method, msg.ID, id, data)
+	}
 	return &msg
 }
 
@@ -246,6 +249,21 @@ func TestGatewayQualifiesCollidingNamesAndKeepsUniqueOnes(t *testing.T) {
 	}
 	if msg := c.callTool("2", "echo", `{"text":"x"}`); msg.Error == nil || msg.Error.Code != codeInvalidParams || !strings.Contains(msg.Error.Message, `"echo"`) {
 		t.Errorf("calling the ambiguous name = %+v, want a %d error naming it", msg, codeInvalidParams)
+	}
+}
+
+func TestAServersErrorReachesTheClientUnderTheClientsID(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	c := connect(t, tg.url)
+	// Each ID is one corral's own numbering could produce, or confuse with.
+	for _, id := range []string{`1`, `"1"`, `"e"`, `-3`, `9007199254740993`} {
+		// Ill-typed arguments: the server, not corral, answers the error.
+		msg := c.callTool(id, "echo", `{"text":5}`)
+		if msg.Error == nil || msg.Error.Code != codeInvalidParams || !strings.Contains(msg.Error.Message, "invalid arguments") {
+			t.Errorf("echo with a number for text, id %s = %+v, want the server's error -32602 invalid arguments", id, msg)
+		}
+		// client.request checks the ID.
 	}
 }
 
@@ -353,7 +371,9 @@ func TestTimeoutFailsTheCallAndCancelsItOnTheServer(t *testing.T) {
 
 func TestCrashFailsEveryPendingCallAtOnceAndTheServerComesBack(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"restartDelay":"50ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	// requestTimeout: a crash that failed no call would show in 15 s, not
+	// at the default 60 s.
+	tg := startGateway(t, `{"restartDelay":"50ms","requestTimeout":"15s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
 	c := connect(t, tg.url)
 	server := fakeProcesses(t, tg.dir)[0].PID
 	const n = 50
@@ -372,7 +392,7 @@ func TestCrashFailsEveryPendingCallAtOnceAndTheServerComesBack(t *testing.T) {
 	})
 	crash := c.callTool(`"crash"`, "crash", `{"code":9}`)
 	for _, msg := range append([]*wireMsg{crash}, collect(answers, n)...) {
-		// Failing at the 60 s timeout would say "requestTimeout" instead.
+		// Failing at the timeout would say "requestTimeout" instead.
 		if msg.Error == nil || msg.Error.Code != codeUnavailable || !strings.Contains(msg.Error.Message, "exit status 9") || !strings.Contains(msg.Error.Message, "crashing with code 9") {
 			t.Fatalf("call pending at the crash = %+v, want a %d error with the exit status and last stderr line", msg, codeUnavailable)
 		}
@@ -391,7 +411,8 @@ func TestCallRightAfterACrashWaitsForTheRestartWhileAGrandchildHoldsThePipes(t *
 	t.Parallel()
 	// The grandchild keeps the dead server's stdout and stderr open, so
 	// its pipes reach EOF only when corral gives up waiting for them.
-	tg := startGateway(t, `{"restartDelay":"50ms","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a","-grandchild","setsid","-grandchild-holds-stdout"]}}}`)
+	// requestTimeout: a call left waiting would fail in 15 s, not 60 s.
+	tg := startGateway(t, `{"restartDelay":"50ms","requestTimeout":"15s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a","-grandchild","setsid","-grandchild-holds-stdout"]}}}`)
 	c := connect(t, tg.url)
 	server := serversNamed(t, tg.dir, "a")[0].PID
 	crash := c.callTool(`"crash"`, "crash", `{"code":9}`)

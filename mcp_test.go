@@ -226,6 +226,9 @@ func (p *peer) callID(id, method, params string) (*wireMsg, []*wireMsg) {
 		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 			p.t.Fatalf("%s: %s, not JSON: %v", method, resp.Status, err)
 		}
+		if string(m.ID) != id {
+			p.t.Errorf("%s: answered under id %s, want the id sent, %s", method, m.ID, id)
+		}
 		return &m, nil
 	}
 	var answer *wireMsg
@@ -245,6 +248,9 @@ func (p *peer) callID(id, method, params string) (*wireMsg, []*wireMsg) {
 	})
 	if answer == nil {
 		p.t.Fatalf("%s: the event stream ended without an answer", method)
+	}
+	if string(answer.ID) != id {
+		p.t.Errorf("%s: answered under id %s, want the id sent, %s", method, answer.ID, id)
 	}
 	return answer, notes
 }

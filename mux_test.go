@@ -16,10 +16,16 @@ import (
 	"time"
 )
 
+// muxWait bounds each wait of the mux tests, so that a broken mux fails the
+// test that found it, saying what it waited for, instead of hanging until
+// go test's timeout and losing every other result.
+const muxWait = 10 * time.Second
+
 // pipeServer plays the server end of a mux over in-memory pipes.
 type pipeServer struct {
-	in  *bufio.Reader  // what the mux writes to the server's stdin
-	out *io.PipeWriter // what the mux reads as the server's stdout
+	stdin *os.File       // the read end of the server's stdin, for its deadline
+	in    *bufio.Reader  // what the mux writes to the server's stdin
+	out   *io.PipeWriter // what the mux reads as the server's stdout
 }
 
 // newTestMux returns a running mux and the server end of its pipes. The mux
@@ -42,18 +48,25 @@ func newTestMux(t *testing.T, maxInFlight, maxLine int) (*mux, *pipeServer) {
 		m.close(errors.New("test over"))
 		stdoutW.Close()
 		stdinR.Close()
-		wg.Wait()
+		loops := make(chan struct{})
+		go func() { wg.Wait(); close(loops) }()
+		select {
+		case <-loops:
+		case <-time.After(muxWait):
+			t.Errorf("the mux's reading and writing loops still run %s after it was closed and its pipes too", muxWait)
+		}
 		stdinW.Close()
 	})
-	return m, &pipeServer{in: bufio.NewReader(stdinR), out: stdoutW}
+	return m, &pipeServer{stdin: stdinR, in: bufio.NewReader(stdinR), out: stdoutW}
 }
 
 // read returns the next message the mux sent.
 func (s *pipeServer) read(t *testing.T) *wireMsg {
 	t.Helper()
+	s.stdin.SetReadDeadline(time.Now().Add(muxWait))
 	line, err := s.in.ReadBytes('\n')
 	if err != nil {
-		t.Fatalf("reading what the mux sent: %v", err)
+		t.Fatalf("reading what the mux sent, for at most %s: %v", muxWait, err)
 	}
 	var msg wireMsg
 	if err := json.Unmarshal(line, &msg); err != nil {
@@ -62,16 +75,41 @@ func (s *pipeServer) read(t *testing.T) *wireMsg {
 	return &msg
 }
 
+// write writes line as the server's, failing the test if the mux has not
+// read it within muxWait (the test's cleanup then unblocks the write).
 func (s *pipeServer) write(t *testing.T, line string) {
 	t.Helper()
-	if _, err := io.WriteString(s.out, line+"\n"); err != nil {
-		t.Fatalf("writing to the mux: %v", err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(s.out, line+"\n")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("writing to the mux: %v", err)
+		}
+	case <-time.After(muxWait):
+		t.Fatalf("the mux did not read what the server wrote within %s: %.100s", muxWait, line)
 	}
 }
 
 type callResult struct {
 	msg *wireMsg
 	err error
+}
+
+// await returns the result of a call started by goCall, failing the test,
+// with what, if it does not come within muxWait.
+func await(t *testing.T, c <-chan callResult, what string) callResult {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r
+	case <-time.After(muxWait):
+		t.Fatalf("%s: no result within %s", what, muxWait)
+		return callResult{}
+	}
 }
 
 // goCall starts a call and returns where its result will arrive.
@@ -127,7 +165,7 @@ func TestMuxCancelledCallSendsCancellationAndDropsTheLateAnswer(t *testing.T) {
 	first := goCall(ctx, m, "tools/call", `{"name":"hang"}`)
 	req := srv.read(t)
 	cancel()
-	if r := <-first; !errors.Is(r.err, context.Canceled) {
+	if r := await(t, first, "the cancelled call"); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled call returned %v, %v; want context.Canceled", r.msg, r.err)
 	}
 	note := srv.read(t)
@@ -144,7 +182,7 @@ func TestMuxCancelledCallSendsCancellationAndDropsTheLateAnswer(t *testing.T) {
 	req2 := srv.read(t)
 	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":"late"}`, req.ID))
 	srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":"second"}`, req2.ID))
-	if r := <-second; r.err != nil || string(r.msg.Result) != `"second"` {
+	if r := await(t, second, "the call after the cancelled one"); r.err != nil || string(r.msg.Result) != `"second"` {
 		t.Fatalf("second call = %v, %v; want result \"second\"", r.msg, r.err)
 	}
 }
@@ -175,12 +213,12 @@ func TestMuxFailsEveryPendingCallAtOnceWhenClosed(t *testing.T) {
 	exited := unavailable(`server "test" exited (exit status 3)`)
 	m.close(exited)
 	for i, c := range calls {
-		if r := <-c; r.err != exited {
+		if r := await(t, c, fmt.Sprintf("pending call %d after close", i)); r.err != exited {
 			t.Errorf("pending call %d returned %v, want %v", i, r.err, exited)
 		}
 	}
-	if _, err := m.Call(t.Context(), "tools/call", nil); err != exited {
-		t.Errorf("call after close returned %v, want %v", err, exited)
+	if r := await(t, goCall(t.Context(), m, "tools/call", `{}`), "a call after close"); r.err != exited {
+		t.Errorf("call after close returned %v, want %v", r.err, exited)
 	}
 }
 
@@ -265,11 +303,11 @@ func TestMuxFailsOnlyTheRequestThatATooLongLineAnswers(t *testing.T) {
 			reqB := srv.read(t)
 			srv.write(t, fmt.Sprintf(tc.answer, reqA.ID))
 			srv.write(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, reqB.ID))
-			ra := <-a
+			ra := await(t, a, "the call answered by a line over the limit")
 			if ra.err != nil || ra.msg.Error == nil || !strings.Contains(ra.msg.Error.Message, "maxLineBytes") {
 				t.Errorf("call answered by a line over the limit = %+v, %v; want an error answer naming maxLineBytes", ra.msg, ra.err)
 			}
-			if rb := <-b; rb.err != nil || string(rb.msg.Result) != `{}` {
+			if rb := await(t, b, "the other call"); rb.err != nil || string(rb.msg.Result) != `{}` {
 				t.Errorf("the other call = %v, %v; want its answer", rb.msg, rb.err)
 			}
 		})

@@ -73,7 +73,9 @@ func TestReloadAppliesOnlyTheDifference(t *testing.T) {
 
 func TestCallsCutByAReloadSayTheReloadCutThem(t *testing.T) {
 	t.Parallel()
-	tg := startGateway(t, `{"mcpServers":{
+	// requestTimeout: a call the reload did not cut would end in 15 s, not
+	// at the default 60 s, saying requestTimeout.
+	tg := startGateway(t, `{"requestTimeout":"15s","mcpServers":{
 		"change": {"command":"FAKE","args":["-state","STATE","-name","change","-prefix","c_"]},
 		"remove": {"command":"FAKE","args":["-state","STATE","-name","remove","-prefix","r_"]}
 	}}`)

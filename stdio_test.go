@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -46,6 +47,29 @@ func initialize(t *testing.T, p *process) *bufio.Reader {
 		t.Fatalf("initialize answered %s", line)
 	}
 	return r
+}
+
+// stopBound bounds a stop in the tests, which takes milliseconds when the
+// ladder works: a broken ladder fails the test in seconds, not when a grace
+// of a minute or an hour, or the fakeserver's lifetime, ends.
+const stopBound = 20 * time.Second
+
+// stopWithin stops p (see process.Stop) and fails the test unless Stop
+// returns within stopBound. Then it kills the processes marked with dir
+// first, so that Stop and the test's cleanup return.
+func stopWithin(t *testing.T, p *process, hurry <-chan struct{}, dir string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { p.Stop(hurry); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(stopBound):
+	}
+	for _, pid := range liveMarked(dir) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Fatalf("Stop did not return within %s; the processes are killed now", stopBound)
 }
 
 func signalsOf(t *testing.T, dir string, pid int) []string {
@@ -98,7 +122,7 @@ func TestStopLadder(t *testing.T) {
 			dir := stateDir(t)
 			p := startFake(t, tc.stopGrace, tc.killGrace, fakeArgs(dir, tc.args...)...)
 			initialize(t, p)
-			p.Stop(nil)
+			stopWithin(t, p, nil, dir)
 			if got := p.exitDescription(); got != tc.wantExit {
 				t.Errorf("server ended with %q, want %q", got, tc.wantExit)
 			}
@@ -121,10 +145,10 @@ func TestStopIsIdempotentAndConcurrent(t *testing.T) {
 	for range 3 {
 		go func() { p.Stop(nil); done <- struct{}{} }()
 	}
+	stopWithin(t, p, nil, dir) // then the three have returned too
 	for range 3 {
 		<-done
 	}
-	p.Stop(nil)
 	if got := signalsOf(t, dir, p.pid); len(got) != 1 {
 		t.Errorf("server received signals %q, want one SIGTERM from one ladder", got)
 	}
@@ -139,7 +163,7 @@ func TestSecondSignalSkipsTheLadderWaits(t *testing.T) {
 	initialize(t, p)
 	hurry := make(chan struct{})
 	close(hurry)
-	p.Stop(hurry)
+	stopWithin(t, p, hurry, dir)
 	if got := p.exitDescription(); got != "signal: killed" {
 		t.Errorf("hurried stop ended the server with %q, want it killed", got)
 	}
@@ -152,7 +176,11 @@ func TestLeaderExitKillsWhatIsLeftInItsGroup(t *testing.T) {
 	p := startFake(t, time.Second, time.Second, fakeArgs(dir, "-grandchild", "group")...)
 	r := initialize(t, p)
 	io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crash","arguments":{"code":7}}}`+"\n")
-	<-p.exited
+	select {
+	case <-p.exited:
+	case <-time.After(stopBound):
+		t.Fatalf("the server asked to crash is not seen to exit within %s", stopBound)
+	}
 	if got := p.exitDescription(); got != "exit status 7" {
 		t.Errorf("server ended with %q, want exit status 7", got)
 	}
@@ -170,7 +198,7 @@ func TestStopReturnsWhenADescendantHoldsThePipesOpen(t *testing.T) {
 	p := startFake(t, 100*time.Millisecond, 100*time.Millisecond,
 		fakeArgs(dir, "-grandchild", "setsid", "-grandchild-holds-stdout")...)
 	r := initialize(t, p)
-	p.Stop(nil)
+	stopWithin(t, p, nil, dir)
 	if _, err := r.ReadBytes('\n'); err == nil {
 		t.Errorf("stdout is still readable after Stop, want it closed")
 	}

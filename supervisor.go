@@ -83,12 +83,15 @@ type backend struct {
 	logLevel     string // the level last asked of the running process
 	instructions string // what the server told clients in its handshake
 	lastErr      string // why it is not ready, for errors and /healthz
-	lastExit     string // how its last process ended
-	restarts     int    // processes started after the first
-	readyAt      time.Time
-	retryAt      time.Time     // when a failed backend is tried again
-	firstDone    chan struct{} // closed when the first start has succeeded or failed
-	firstOnce    sync.Once
+	// unlogged is the state the last change left, when that change was not
+	// logged (see leaveReady); the next change is logged as from it.
+	unlogged  backendState
+	lastExit  string // how its last process ended
+	restarts  int    // processes started after the first
+	readyAt   time.Time
+	retryAt   time.Time     // when a failed backend is tried again
+	firstDone chan struct{} // closed when the first start has succeeded or failed
+	firstOnce sync.Once
 
 	metrics callMetrics
 	scope   *backendScope // nil unless the server's scope is "session" (scope.go)
@@ -618,15 +621,28 @@ func (b *backend) leaveReady(m *mux, why string) {
 	case stopping:
 		b.setState(stateStopped, "stopped by corral")
 	default:
-		b.setState(stateBackoff, why)
+		// Not logged: run logs the move to backoff once it knows the
+		// restart's delay and the last stderr line.
+		b.changeState(stateBackoff, why, false)
 	}
 }
 
 // setState moves the backend to state s for the reason why, logs the
 // transition, wakes whoever waits for a change, and tells the gateway.
-func (b *backend) setState(s backendState, why string) {
+func (b *backend) setState(s backendState, why string) { b.changeState(s, why, true) }
+
+// changeState is setState, which logs the change only if log is set; an
+// unlogged change is logged with the next one, as its from.
+func (b *backend) changeState(s backendState, why string, log bool) {
 	b.mu.Lock()
 	prev, prevWhy := b.state, b.lastErr
+	if b.unlogged != "" {
+		prev, prevWhy = b.unlogged, ""
+	}
+	b.unlogged = ""
+	if !log {
+		b.unlogged = prev
+	}
 	b.state = s
 	if s != stateReady {
 		b.lastErr = why
@@ -634,11 +650,11 @@ func (b *backend) setState(s backendState, why string) {
 	close(b.changed)
 	b.changed = make(chan struct{})
 	pid := 0
-	if b.proc != nil {
+	if b.proc != nil && s != stateStarting { // a start's process is not there yet
 		pid = b.proc.pid
 	}
 	b.mu.Unlock()
-	if prev != s || why != prevWhy {
+	if log && (prev != s || why != prevWhy) {
 		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so

@@ -227,6 +227,8 @@ func TestFailedServerIsTriedAgainAfterItsCoolDown(t *testing.T) {
 
 func TestHangInInitializeIsStoppedAndCountsAsACrash(t *testing.T) {
 	t.Parallel()
+	// startTimeout leaves a loaded machine time to start the server and let
+	// it write its state file: with 300ms half the runs lost a start.
 	tg := startGateway(t, `{"startTimeout":"2s","stopGrace":"50ms","restartDelay":"50ms","maxRestarts":1,"failedRetry":"1h","mcpServers":{
 		"hung": {"command":"FAKE","args":["-state","STATE","-name","hung","-hang-initialize","-ignore-stdin-close"]}
 	}}`)

@@ -752,7 +752,14 @@ func (c *httpConn) roundTrip(ctx context.Context, msg []byte, id string) ([]byte
 	if resp.StatusCode != 200 {
 		return nil, fmt.Errorf("HTTP %s: %s", resp.Status, truncate(body))
 	}
-	return bytes.TrimSpace(body), nil
+	body = bytes.TrimSpace(body)
+	// An answer under another ID would answer another request (the streams'
+	// answers are matched by ID; this one must be checked).
+	var m message
+	if json.Unmarshal(body, &m) == nil && !sameID(m.ID, id) {
+		return nil, fmt.Errorf("answered under id %s, not the id sent, %s: %s", m.ID, id, truncate(body))
+	}
+	return body, nil
 }
 
 func (c *httpConn) notify(msg []byte) error {
