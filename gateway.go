@@ -106,10 +106,11 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
 		instance: newInstanceID(), reaper: reaper}
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	warnNoCacheDir(cfg, log)
@@ -650,9 +651,13 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
-	g.forgetServerTasks(b, m)
+	g.tasks.forgetServer(b, m)
 	b.catchUp(m, g.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
 }
+
+// taskStatus passes a server's notifications/tasks/status to the session
+// whose task it is (taskTable.status).
+func (g *Gateway) taskStatus(b *backend, params json.RawMessage) { g.tasks.status(b, params) }
 
 // healthReport is the body of /healthz.
 type healthReport struct {

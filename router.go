@@ -97,7 +97,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		}
 		var r *reply
 		if in.era == eraLegacy && taskAugmented(params) {
-			r = g.forwardTask(ctx, s, in, b, params, token, send)
+			r = g.tasks.forward(ctx, s, in, b, params, token, send)
 		} else {
 			r = g.forward(ctx, s, in, b, params, token, send)
 		}
@@ -106,13 +106,13 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		}
 		return r
 	case opTask:
-		r := g.serveTask(ctx, s, in, send)
+		r := g.tasks.serve(ctx, s, in, send)
 		if r == nil || s.wasCancelled(key) {
 			return nil
 		}
 		return r
 	case opTaskList:
-		result, err = g.listTasks(ctx, s, msg.Params)
+		result, err = g.tasks.list(ctx, s, msg.Params)
 	case opSubscribe:
 		result, err = g.subscribe(ctx, s, msg.Params)
 	case opUnsubscribe:

@@ -355,7 +355,7 @@ func (se sessionEvents) backendChanged() {}
 // backendReady brings a new run up to date with the session: its log
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {
-	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see forgetServerTasks
+	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see taskTable.forgetServer
 	_, level := se.s.client()
 	b.catchUp(m, level, func() []string { return se.subscribedURIs(b.name) })
 }
@@ -397,7 +397,7 @@ func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
 	se.g.serverCancelled(m, params)
 }
 
-func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.g.taskStatus(b, params) }
+func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.g.tasks.status(b, params) }
 
 // subscribedURIs returns the server's own URIs of the session's
 // subscriptions to server's resources.

@@ -72,7 +72,7 @@ func (o *outbound) release() bool {
 // server, on the stream of its latest such request, under an ID of the
 // session's own. A request about a task (io.modelcontextprotocol/related-task
 // in its _meta) counts only the requests of the session that owns the task,
-// and names the task by corral's ID (see Gateway.relatedTask). The server gets an error instead when no session, or more
+// and names the task by corral's ID (see taskTable.related). The server gets an error instead when no session, or more
 // than one, has requests in flight to it (corral cannot tell whom it asks),
 // when that session's client did not declare the capability the request
 // needs, or when maxServerRequests of the server's, or
@@ -92,7 +92,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	}
 	var rel *related
 	sessions := 0
-	owner := g.taskOwner(b, msg.Params) // a request about a task is its session's
+	owner := g.tasks.relatedSession(b, msg.Params) // a request about a task is its session's
 	for _, c := range m.callers() {
 		r := c.(*related)
 		if owner != nil && r.s != owner {
@@ -147,7 +147,7 @@ func (g *Gateway) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
 		fail(werr.Code, "%s", werr.Message)
 		return
 	}
-	line, _ := encodeRequest(o.out, msg.Method, g.clientRelatedTask(b, msg.Params))
+	line, _ := encodeRequest(o.out, msg.Method, g.tasks.clientRelated(b, msg.Params))
 	rel.send(line[:len(line)-1])
 }
 

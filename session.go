@@ -351,7 +351,7 @@ func (g *Gateway) endSession(s *session) {
 	}
 	g.endScoped(s)
 	g.unsubscribeAll(s)
-	g.forgetSessionTasks(s)
+	g.tasks.forgetSession(s)
 	if level != "" {
 		g.applyLogLevel()
 	}

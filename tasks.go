@@ -45,11 +45,20 @@ type taskKey struct {
 }
 
 // taskTable is the tasks of every session, by corral's ID and by the
-// server's. A session has at most maxTasksPerSession of them, the tasks
-// being created included. Its methods are safe for concurrent use.
+// server's, and what serves the tasks methods over them. A session has at
+// most maxTasksPerSession of them, the tasks being created included. Its
+// methods are safe for concurrent use.
 //
-// Lock order: mu is a leaf: no other lock is taken while it is held.
+// Lock order: mu is a leaf: no other lock is taken while it is held (the
+// calls to servers, through call, are made without it).
 type taskTable struct {
+	// config, call and group are set by newTaskTable and not changed.
+	config func() *Config // the config in force
+	// call forwards a request of session s to server b and returns its
+	// answer (Gateway.forward).
+	call  func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply
+	group *goroutines // what runs the cancellations of an ended session's tasks
+
 	mu       sync.Mutex
 	byID     map[string]*task
 	byServer map[taskKey]*task
@@ -57,8 +66,14 @@ type taskTable struct {
 	seq      int64
 }
 
-func newTaskTable() *taskTable {
-	return &taskTable{byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[*session]int{}}
+// newTaskTable returns an empty table whose requests to servers go through
+// call, with the timeouts and limits of config, and whose cancellations of
+// an ended session's tasks run on group. Only forward, serve, list and
+// forgetSession use them: a table whose users call none of those (a test's)
+// may be given nil for all three.
+func newTaskTable(config func() *Config, call func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply, group *goroutines) *taskTable {
+	return &taskTable{config: config, call: call, group: group,
+		byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[*session]int{}}
 }
 
 // reserve makes room for one task of s, or returns the error that refuses
@@ -187,25 +202,25 @@ func taskAugmented(params json.RawMessage) bool {
 	return found
 }
 
-// forwardTask forwards a task-augmented request of a legacy session (see
-// Gateway.forward), within s's room for tasks, and gives the task the
+// forward forwards a task-augmented request of a legacy session (through
+// t.call), within s's room for tasks, and gives the task the
 // server creates an ID of corral's in the answer. A server that ran the
 // request without a task (it does not offer tasks) answers as usual.
-func (g *Gateway) forwardTask(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
-	if werr := g.tasks.reserve(s, g.config().MaxTasksPerSession, time.Now()); werr != nil {
+func (t *taskTable) forward(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
+	if werr := t.reserve(s, t.config().MaxTasksPerSession, time.Now()); werr != nil {
 		return errorReply(in.msg.ID, werr)
 	}
-	r := g.forward(ctx, s, in, b, params, token, send)
+	r := t.call(ctx, s, in, b, params, token, send)
 	id, ttl := createdTask(r)
 	if id == "" {
-		g.tasks.release(s)
+		t.release(s)
 		return r
 	}
-	tk := g.tasks.add(s, b, id, ttl, time.Now())
+	tk := t.add(s, b, id, ttl, time.Now())
 	if s.hasEnded() {
 		// The session ended while the call was in flight, and forgot its
 		// tasks before this one was added: no one will ask for it.
-		g.tasks.forget(tk.id)
+		t.forget(tk.id)
 	}
 	r.result = clientTaskID(r.result, tk.id)
 	return r
@@ -232,12 +247,12 @@ func createdTask(r *reply) (id string, ttl time.Duration) {
 	return id, ttl
 }
 
-// serveTask serves tasks/get, tasks/result and tasks/cancel: it forwards
+// serve serves tasks/get, tasks/result and tasks/cancel: it forwards
 // the request to the server of the session's task it names, with the
 // server's ID for it, and answers with corral's. A task the session does
 // not own is unknown (-32602), as the specification says of a task that
 // does not exist.
-func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+func (t *taskTable) serve(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
 	msg := in.msg
 	var p struct {
 		TaskID string `json:"taskId"`
@@ -248,7 +263,7 @@ func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send f
 	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
 		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must hold the taskId"})
 	}
-	tk := g.tasks.owned(s, p.TaskID)
+	tk := t.owned(s, p.TaskID)
 	if tk == nil {
 		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("%s: unknown task %q; tasks/list names this session's tasks (corral forgets a task when its server restarts, its ttl ends or its session ends)", msg.Method, p.TaskID)})
 	}
@@ -256,7 +271,7 @@ func (g *Gateway) serveTask(ctx context.Context, s *session, in *inbound, send f
 	if string(token) == "null" {
 		token = nil
 	}
-	r := g.forward(ctx, s, in, tk.b, setMember(msg.Params, "taskId", tk.key.id), token, send)
+	r := t.call(ctx, s, in, tk.b, setMember(msg.Params, "taskId", tk.key.id), token, send)
 	if r != nil && r.result != nil {
 		r.result = clientTaskID(r.result, tk.id)
 	}
@@ -279,10 +294,10 @@ func clientTaskID(result json.RawMessage, id string) json.RawMessage {
 	return rw.output()
 }
 
-// relatedTask returns the task of server b's that the related-task _meta
+// related returns the task of server b's that the related-task _meta
 // of params names (a server's request to a client about a task has it),
 // and where its ID is in params; nil if none does.
-func (g *Gateway) relatedTask(b *backend, params json.RawMessage) (tk *task, start, end int) {
+func (t *taskTable) related(b *backend, params json.RawMessage) (tk *task, start, end int) {
 	if !bytes.Contains(params, []byte(metaRelatedTask)) {
 		return nil, 0, 0
 	}
@@ -292,25 +307,25 @@ func (g *Gateway) relatedTask(b *backend, params json.RawMessage) (tk *task, sta
 	if !ok || json.Unmarshal(params[start:end], &id) != nil {
 		return nil, 0, 0
 	}
-	if tk = g.tasks.ofServer(b.markerName(), id); tk == nil || tk.b != b {
+	if tk = t.ofServer(b.markerName(), id); tk == nil || tk.b != b {
 		return nil, 0, 0
 	}
 	return tk, start, end
 }
 
-// taskOwner returns the session whose task params, those of a request of
-// server b's to a client, are about, or nil.
-func (g *Gateway) taskOwner(b *backend, params json.RawMessage) *session {
-	if tk, _, _ := g.relatedTask(b, params); tk != nil {
+// relatedSession returns the session whose task params, those of a
+// request of server b's to a client, are about, or nil.
+func (t *taskTable) relatedSession(b *backend, params json.RawMessage) *session {
+	if tk, _, _ := t.related(b, params); tk != nil {
 		return tk.s
 	}
 	return nil
 }
 
-// clientRelatedTask returns params, those of a request of server b's to a
+// clientRelated returns params, those of a request of server b's to a
 // client, with the task they are about under corral's ID for it.
-func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.RawMessage {
-	tk, start, end := g.relatedTask(b, params)
+func (t *taskTable) clientRelated(b *backend, params json.RawMessage) json.RawMessage {
+	tk, start, end := t.related(b, params)
 	if tk == nil {
 		return params
 	}
@@ -319,11 +334,11 @@ func (g *Gateway) clientRelatedTask(b *backend, params json.RawMessage) json.Raw
 	return rw.output()
 }
 
-// listTasks answers tasks/list: the session's tasks, newest first, each as
+// list answers tasks/list: the session's tasks, newest first, each as
 // its server answers tasks/get for it now, in one page. A task its server
 // no longer knows (-32602) is forgotten; one whose server does not answer
 // is left out of this page.
-func (g *Gateway) listTasks(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+func (t *taskTable) list(ctx context.Context, s *session, params json.RawMessage) (any, error) {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
@@ -331,20 +346,20 @@ func (g *Gateway) listTasks(ctx context.Context, s *session, params json.RawMess
 	if p.Cursor != nil {
 		return nil, &wireError{Code: codeInvalidParams, Message: "tasks/list: invalid cursor; corral lists a session's tasks in one page, with no nextCursor"}
 	}
-	mine := g.tasks.sessionTasks(s)
+	mine := t.sessionTasks(s)
 	states := make([]json.RawMessage, len(mine))
 	var wg sync.WaitGroup
 	for i, tk := range mine {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(tk.b.cfg))
+			ctx, cancel := context.WithTimeout(ctx, t.config().requestTimeout(tk.b.cfg))
 			defer cancel()
 			a, err := tk.b.call(ctx, "tasks/get", setMember(json.RawMessage(`{}`), "taskId", tk.key.id), nil)
 			switch {
 			case err != nil:
 			case a.Error != nil && a.Error.Code == codeInvalidParams:
-				g.tasks.forget(tk.id)
+				t.forget(tk.id)
 			case a.Error == nil:
 				states[i] = clientTaskID(a.Result, tk.id)
 			}
@@ -360,15 +375,15 @@ func (g *Gateway) listTasks(ctx context.Context, s *session, params json.RawMess
 	return map[string]any{"tasks": list}, nil
 }
 
-// taskStatus passes a server's notifications/tasks/status to the session
+// status passes a server's notifications/tasks/status to the session
 // whose task it is, with corral's ID for the task. A status of a task no
 // session owns (its session ended) is dropped.
-func (g *Gateway) taskStatus(b *backend, params json.RawMessage) {
+func (t *taskTable) status(b *backend, params json.RawMessage) {
 	var p struct {
 		TaskID string `json:"taskId"`
 	}
 	json.Unmarshal(params, &p)
-	tk := g.tasks.ofServer(b.markerName(), p.TaskID)
+	tk := t.ofServer(b.markerName(), p.TaskID)
 	if tk == nil || tk.b != b {
 		b.log.Debug("task status of no session's task dropped", "task", p.TaskID)
 		return
@@ -377,26 +392,26 @@ func (g *Gateway) taskStatus(b *backend, params json.RawMessage) {
 	tk.s.send(note[:len(note)-1])
 }
 
-// forgetServerTasks forgets the tasks of server b created before its run m:
+// forgetServer forgets the tasks of server b created before its run m:
 // it has started again, and its tasks went with the process that ran them.
 // A task created in run m itself, which a call may have made before this
 // is called, is kept.
-func (g *Gateway) forgetServerTasks(b *backend, m *mux) {
-	g.tasks.forgetWhere(func(tk *task) bool { return tk.key.server == b.name && tk.run != m })
+func (t *taskTable) forgetServer(b *backend, m *mux) {
+	t.forgetWhere(func(tk *task) bool { return tk.key.server == b.name && tk.run != m })
 }
 
-// forgetSessionTasks forgets the tasks of session s, which ended, and asks
+// forgetSession forgets the tasks of session s, which ended, and asks
 // their servers to cancel them, where they offer tasks/cancel: no one can
 // ask for them any more. (One that has ended already stays as it is.) The
-// servers hear of it on goroutines of the gateway's (g.owned), so it does
-// not block, unless the gateway has stopped.
-func (g *Gateway) forgetSessionTasks(s *session) {
-	for _, tk := range g.tasks.forgetWhere(func(tk *task) bool { return tk.s == s }) {
+// servers hear of it on goroutines of t.group (the gateway's, which Stop
+// joins), so it does not block, unless the group has stopped.
+func (t *taskTable) forgetSession(s *session) {
+	for _, tk := range t.forgetWhere(func(tk *task) bool { return tk.s == s }) {
 		if !offersTaskCancel(tk.b.capabilities()) {
 			continue
 		}
-		g.owned.goOrRun(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), g.config().requestTimeout(tk.b.cfg))
+		t.group.goOrRun(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), t.config().requestTimeout(tk.b.cfg))
 			defer cancel()
 			if err := tk.b.callInto(ctx, "tasks/cancel", setMember(json.RawMessage(`{}`), "taskId", tk.key.id)); err != nil {
 				tk.b.log.Debug("cancelling the task of an ended session", "task", tk.key.id, "err", err)

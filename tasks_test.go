@@ -173,18 +173,18 @@ func TestClientTaskIDChangesOnlyTheTaskIDs(t *testing.T) {
 }
 
 func TestServersRequestsAboutATaskNameItByCorralsID(t *testing.T) {
-	g := &Gateway{tasks: newTaskTable()}
+	tt := newTaskTable(nil, nil, nil)
 	a, other := &backend{name: "a"}, &backend{name: "b"}
 	s := makeSession(nil, anonymousPrincipal)
-	g.tasks.reserve(s, 1, time.Now())
-	tk := g.tasks.add(s, a, "task-1", 0, time.Now())
+	tt.reserve(s, 1, time.Now())
+	tk := tt.add(s, a, "task-1", 0, time.Now())
 	in := `{"message":"which?","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}`
 	want := strings.Replace(in, "task-1", tk.id, 1)
-	if got := string(g.clientRelatedTask(a, json.RawMessage(in))); got != want {
-		t.Errorf("clientRelatedTask(a, %s)\n = %s\nwant %s", in, got, want)
+	if got := string(tt.clientRelated(a, json.RawMessage(in))); got != want {
+		t.Errorf("clientRelated(a, %s)\n = %s\nwant %s", in, got, want)
 	}
-	if got := string(g.clientRelatedTask(other, json.RawMessage(in))); got != in {
-		t.Errorf("clientRelatedTask(b, %s) = %s, want it unchanged: b has no such task", in, got)
+	if got := string(tt.clientRelated(other, json.RawMessage(in))); got != in {
+		t.Errorf("clientRelated(b, %s) = %s, want it unchanged: b has no such task", in, got)
 	}
 }
 
@@ -241,7 +241,7 @@ func TestATasksRequestForInputReachesItsSessionAmongOthers(t *testing.T) {
 }
 
 func TestTaskTableMakesRoomAsTasksExpire(t *testing.T) {
-	tt := newTaskTable()
+	tt := newTaskTable(nil, nil, nil)
 	b := &backend{name: "a"}
 	s := makeSession(nil, anonymousPrincipal)
 	now := time.Now()
