@@ -73,12 +73,12 @@ type Gateway struct {
 	cat        *catalog
 	closed     bool
 
-	sessions *sessionSet      // the sessions that hear of changes
-	calling  callingSessions  // the sessions with calls in flight (cutoff.go)
-	subs     *subscriptions   // the sessions' subscriptions to resources
-	parked   *parkedExchanges // modern clients' calls waiting for their input
-	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
-	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
+	sessions       *sessionSet     // the sessions that hear of changes
+	calling        callingSessions // the sessions with calls in flight (cutoff.go)
+	subs           *subscriptions  // the sessions' subscriptions to resources
+	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
+	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
+	scopes         scopedServers   // the session-scoped servers' processes (scope.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -102,8 +102,9 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(), tasks: newTaskTable(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), tasks: newTaskTable(),
 		instance: newInstanceID(), reaper: reaper}
+	g.serverRequests = newServerRequests(g.config, log, g.taskOwner, g.clientRelatedTask)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
@@ -339,7 +340,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	wg.Wait()
 	// With the servers gone, the calls of parked exchanges and the
 	// unsubscribes still under way end at once.
-	g.parked.stop()
+	g.serverRequests.stop()
 	g.owned.stop()
 	// Each backend swept what its server left; this catches what escaped
 	// while corral was stopping them all.
@@ -468,7 +469,7 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
 	msg := in.msg
 	if msg.Method == "" {
-		g.clientAnswer(s, msg)
+		g.serverRequests.clientAnswer(s, msg)
 		return nil
 	}
 	if msg.ID == nil {
@@ -638,6 +639,16 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 		}
 		cancel()
 	}
+}
+
+// serverRequest and serverCancelled pass a server's request to a client,
+// and its cancellation of one, to the server requests (serverrequests.go),
+// on m's reading goroutine; neither blocks.
+func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	g.serverRequests.serverRequest(b, m, msg)
+}
+func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
+	g.serverRequests.serverCancelled(m, params)
 }
 
 // healthReport is the body of /healthz.
