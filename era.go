@@ -71,7 +71,7 @@ func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply 
 	defer dl.stop()
 	defer func() {
 		if ctx.Err() != nil {
-			g.cancelAsked(rel) // before cancel, which would make every call look cancelled
+			g.serverRequests.cancelAsked(rel) // before cancel, which would make every call look cancelled
 		}
 	}()
 	start := time.Now()

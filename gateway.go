@@ -76,13 +76,13 @@ type Gateway struct {
 	cat        *catalog
 	closed     bool
 
-	sessions *sessionSet      // the sessions that hear of changes
-	calling  callingSessions  // the sessions with calls in flight (cutoff.go)
-	subs     *subscriptions   // the sessions' subscriptions to resources
-	parked   *parkedExchanges // modern clients' calls waiting for their input
-	tasks    *taskTable       // the sessions' tasks, by corral's ID and the server's (tasks.go)
-	scopes   scopedServers    // the session-scoped servers' processes (scope.go)
-	unsent   unsentBytes      // the bytes of answers waiting to be written to clients (unsent.go)
+	sessions       *sessionSet     // the sessions that hear of changes
+	calling        callingSessions // the sessions with calls in flight (cutoff.go)
+	subs           *subscriptions  // the sessions' subscriptions to resources
+	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
+	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
+	scopes         scopedServers   // the session-scoped servers' processes (scope.go)
+	unsent         unsentBytes     // the bytes of answers waiting to be written to clients (unsent.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -106,11 +106,12 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(), parked: newParkedExchanges(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(),
 		instance: newInstanceID(), reaper: reaper}
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
+	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
-	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	warnNoCacheDir(cfg, log)
@@ -353,7 +354,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	wg.Wait()
 	// With the servers gone, the calls of parked exchanges and the
 	// unsubscribes still under way end at once.
-	g.parked.stop()
+	g.serverRequests.stop()
 	g.owned.stop()
 	// Each backend swept what its server left; this catches what escaped
 	// while corral was stopping them all.
@@ -487,7 +488,7 @@ func decodeMessage(data []byte) (*wireMsg, *wireError) {
 func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
 	msg := in.msg
 	if msg.Method == "" {
-		g.clientAnswer(s, msg)
+		g.serverRequests.clientAnswer(s, msg)
 		return nil
 	}
 	if msg.ID == nil {
@@ -658,6 +659,16 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 // taskStatus passes a server's notifications/tasks/status to the session
 // whose task it is (taskTable.status).
 func (g *Gateway) taskStatus(b *backend, params json.RawMessage) { g.tasks.status(b, params) }
+
+// serverRequest and serverCancelled pass a server's request to a client,
+// and its cancellation of one, to the server requests (serverrequests.go),
+// on m's reading goroutine; neither blocks.
+func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	g.serverRequests.serverRequest(b, m, msg)
+}
+func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
+	g.serverRequests.serverCancelled(m, params)
+}
 
 // healthReport is the body of /healthz.
 type healthReport struct {

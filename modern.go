@@ -294,7 +294,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 	start := time.Now()
 	var ex *exchange
 	if strings.HasPrefix(p.State, statePrefix) {
-		if ex = g.parked.take(p.State); ex == nil {
+		if ex = g.serverRequests.takeParked(p.State); ex == nil {
 			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "requestState is unknown or expired; send the request again without it"})
 		}
 		ex.rel.setSend(rel.sendFn)
@@ -329,7 +329,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 		rand.Read(tok[:])
 		state := statePrefix + hex.EncodeToString(tok[:])
 		// Forget an exchange the client never comes back to.
-		g.parked.park(state, ex, timeout)
+		g.serverRequests.park(state, ex, timeout)
 		params := o.params
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{}`) // an input request's params are an object

@@ -362,19 +362,19 @@ func (se sessionEvents) backendReady(b *backend, m *mux) {
 
 // serverRequest passes the server's request to the session: only its
 // calls are in flight to this process, so the one-session rule of
-// Gateway.serverRequest finds it, on the stream of its latest call. With
+// serverRequests.serverRequest finds it, on the stream of its latest call. With
 // none in flight (a server asking for roots on its own), it goes on the
 // session's own stream.
 func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	info, known := methods[msg.Method]
 	if len(m.callers()) > 0 || !known || info.from != fromServer || info.notification {
-		se.g.serverRequest(b, m, msg)
+		se.g.serverRequests.serverRequest(b, m, msg)
 		return
 	}
 	caps, _ := se.s.client()
 	rel := &related{s: se.s, caps: caps}
 	rel.setSend(se.s.send)
-	se.g.passRequest(b, m, msg, rel)
+	se.g.serverRequests.passRequest(b, m, msg, rel)
 }
 
 // serverLog passes the server's log message to the session, if it asked
@@ -394,7 +394,7 @@ func (se sessionEvents) resourceUpdated(b *backend, params json.RawMessage) {
 }
 
 func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
-	se.g.serverCancelled(m, params)
+	se.g.serverRequests.serverCancelled(m, params)
 }
 
 func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.g.tasks.status(b, params) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -19,6 +20,36 @@ import (
 // queue (session.enqueue, bounded by maxServerRequestsPerSession). A modern
 // client is asked with an input_required result instead, and the call it
 // interrupted waits, parked, for the client to send the request again.
+
+// serverRequests passes servers' requests to clients' sessions and the
+// clients' answers back, and keeps modern clients' calls parked while
+// their clients are asked for input. Its fields are set by
+// newServerRequests and never changed; a request itself waits with its
+// server's mux and its session, so serverRequests has no lock of its own.
+// Its methods are safe for concurrent use.
+//
+// Lock order: it holds no lock while it calls a mux, a session or a
+// stream; parked's mu is a leaf.
+type serverRequests struct {
+	config func() *Config // the config in force (requestTimeout and the limits)
+	log    *slog.Logger
+
+	// taskOwner returns the session whose task the params of a request
+	// of server b's are about (their related-task _meta), or nil; and
+	// clientRelatedTask returns the params with that task under corral's
+	// ID for it.
+	taskOwner         func(b *backend, params json.RawMessage) *session
+	clientRelatedTask func(b *backend, params json.RawMessage) json.RawMessage
+
+	parked *parkedExchanges // modern clients' calls waiting for their input
+}
+
+// newServerRequests returns the server requests of a gateway whose config
+// in force config returns, asking taskOwner and clientRelatedTask about
+// requests related to a task (see the fields of serverRequests).
+func newServerRequests(config func() *Config, log *slog.Logger, taskOwner func(*backend, json.RawMessage) *session, clientRelatedTask func(*backend, json.RawMessage) json.RawMessage) *serverRequests {
+	return &serverRequests{config: config, log: log, taskOwner: taskOwner, clientRelatedTask: clientRelatedTask, parked: newParkedExchanges()}
+}
 
 // outbound is a server's request passed on to a client. The client's
 // answer goes to the server, under the server's ID, or to reply.
@@ -79,7 +110,7 @@ func (o *outbound) release() bool {
 // maxServerRequestsPerSession of the session's, wait for an answer. Called
 // on the mux's reading goroutine; it does not block, and logs at most a few
 // lines a second (mux.warn).
-func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
+func (sr *serverRequests) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	fail := func(code int, format string, args ...any) {
 		why := fmt.Sprintf(format, args...)
 		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
@@ -92,7 +123,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	}
 	var rel *related
 	sessions := 0
-	owner := g.tasks.relatedSession(b, msg.Params) // a request about a task is its session's
+	owner := sr.taskOwner(b, msg.Params) // a request about a task is its session's
 	for _, c := range m.callers() {
 		r := c.(*related)
 		if owner != nil && r.s != owner {
@@ -111,7 +142,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
 		return
 	}
-	g.passRequest(b, m, msg, rel)
+	sr.passRequest(b, m, msg, rel)
 }
 
 // passRequest passes msg, a request of server b's over m, to the client of
@@ -120,7 +151,7 @@ func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
 // session's. The server gets an error instead when the client did not
 // declare the capability the request needs, or too many requests wait.
 // It does not block.
-func (g *Gateway) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
+func (sr *serverRequests) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
 	fail := func(code int, format string, args ...any) {
 		why := fmt.Sprintf(format, args...)
 		m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: code, Message: why}))
@@ -143,11 +174,11 @@ func (g *Gateway) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
 	// The params are not kept: they are in the line sent to the client, and
 	// would keep the whole line the server wrote alive.
 	o := &outbound{m: m, id: msg.ID, s: rel.s, rel: rel}
-	if werr := g.askSession(b, o); werr != nil {
+	if werr := sr.askSession(b, o); werr != nil {
 		fail(werr.Code, "%s", werr.Message)
 		return
 	}
-	line, _ := encodeRequest(o.out, msg.Method, g.tasks.clientRelated(b, msg.Params))
+	line, _ := encodeRequest(o.out, msg.Method, sr.clientRelatedTask(b, msg.Params))
 	rel.send(line[:len(line)-1])
 }
 
@@ -156,15 +187,15 @@ func (g *Gateway) passRequest(b *backend, m *mux, msg *wireMsg, rel *related) {
 // settled: answered, cancelled, timed out (requestTimeout) or its session
 // ended. It fails when maxServerRequests of the server's or
 // maxServerRequestsPerSession of the session's already wait.
-func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
-	cfg := g.config()
+func (sr *serverRequests) askSession(b *backend, o *outbound) *wireError {
+	cfg := sr.config()
 	timeout := cfg.requestTimeout(b.cfg)
 	// Armed once o is recorded: o.timer is set before anyone else sees o.
 	// The timer's goroutine, if it fires, only settles o; every other way
 	// of settling o stops the timer (release), and a session's end settles
 	// every request waiting in it.
 	o.timer = time.AfterFunc(math.MaxInt64, func() {
-		g.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
+		sr.settleAsked(o, &wireError{Code: codeTimeout, Message: fmt.Sprintf("the client did not answer within %s (requestTimeout); corral cancelled the request", timeout)}, "timed out in corral")
 	})
 	if werr := o.m.ask(o, cfg.MaxServerRequests); werr != nil {
 		o.timer.Stop()
@@ -182,7 +213,7 @@ func (g *Gateway) askSession(b *backend, o *outbound) *wireError {
 // answer, if it still waits: the client is told it is cancelled (with
 // reason), and the server gets werr, unless werr is nil (the server
 // cancelled it itself).
-func (g *Gateway) settleAsked(o *outbound, werr *wireError, reason string) {
+func (sr *serverRequests) settleAsked(o *outbound, werr *wireError, reason string) {
 	if !o.release() {
 		return
 	}
@@ -203,7 +234,7 @@ func (g *Gateway) settleAsked(o *outbound, werr *wireError, reason string) {
 
 // serverCancelled serves a server's notifications/cancelled for one of its
 // requests waiting for a client: the client is told, and corral forgets it.
-func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
+func (sr *serverRequests) serverCancelled(m *mux, params json.RawMessage) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
@@ -215,32 +246,52 @@ func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
 		return
 	}
 	if o := m.askedAs(c.Bytes()); o != nil {
-		g.settleAsked(o.(*outbound), nil, "cancelled by the server")
+		sr.settleAsked(o.(*outbound), nil, "cancelled by the server")
 	}
 }
 
 // cancelAsked ends the requests of a server still waiting for the answers
 // of a client whose call rel they were about, now that the call was
 // cancelled or timed out: the server was told to stop serving it.
-func (g *Gateway) cancelAsked(rel *related) {
+func (sr *serverRequests) cancelAsked(rel *related) {
 	for _, o := range rel.s.about(rel) {
-		g.settleAsked(o, &wireError{Code: codeInternalError, Message: "the client's request that this request was about was cancelled"}, "the request it was about was cancelled")
+		sr.settleAsked(o, &wireError{Code: codeInternalError, Message: "the client's request that this request was about was cancelled"}, "the request it was about was cancelled")
 	}
 }
 
 // clientAnswer passes a client's answer to a server's request back to that
 // server, under the server's own ID.
-func (g *Gateway) clientAnswer(s *session, msg *wireMsg) {
+func (sr *serverRequests) clientAnswer(s *session, msg *wireMsg) {
 	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
 	o := s.take(id)
 	if err != nil || o == nil {
-		g.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
+		sr.log.Debug("an answer from a client to no request of a server", "id", truncate(msg.ID, 50))
 		return
 	}
 	if o.release() {
 		o.deliver(msg)
 	}
 }
+
+// park keeps ex, a modern client's call whose client is asked for input,
+// under state until takeParked(state), or until timeout, when it is
+// forgotten and its call cancelled; once stop was called, ex is cancelled
+// at once (see parkedExchanges.park).
+func (sr *serverRequests) park(state string, ex *exchange, timeout time.Duration) {
+	sr.parked.park(state, ex, timeout)
+}
+
+// takeParked returns the exchange parked under state and forgets it, or
+// nil.
+func (sr *serverRequests) takeParked(state string) *exchange {
+	return sr.parked.take(state)
+}
+
+// stop forgets every parked exchange and cancels its call, and makes park
+// cancel those parked later. Gateway.Stop calls it once its servers are
+// stopped, so that the calls' goroutines end and can be joined. It may be
+// called twice.
+func (sr *serverRequests) stop() { sr.parked.stop() }
 
 // parkedExchanges are modern clients' calls waiting for the client to send
 // the request again with its input, by requestState. Each is forgotten, and

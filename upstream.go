@@ -17,7 +17,7 @@ import (
 // clientCapabilities are the capabilities corral declares to a legacy
 // server: those its clients may have. A request that needs one goes to the
 // client whose call the server is serving, if that client declared it
-// (Gateway.serverRequest).
+// (serverRequests.serverRequest).
 var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
 
 // probeTimeout bounds the wait for the answer to server/discover; a legacy
