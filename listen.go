@@ -52,7 +52,7 @@ func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send 
 	defer g.endSession(ls)
 	var honoured []string
 	for _, uri := range n.URIs {
-		if _, err := g.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
+		if _, err := g.subs.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
 			honoured = append(honoured, uri)
 		} else {
 			g.log.Debug("subscriptions/listen: a resource cannot be subscribed to", "uri", uri, "err", err)
