@@ -79,6 +79,7 @@ type Gateway struct {
 	sessions       *sessionSet     // the sessions that hear of changes
 	calling        callingSessions // the sessions with calls in flight (cutoff.go)
 	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
+	listens        *listens        // what serves subscriptions/listen (listen.go)
 	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
 	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes         scopedServers   // the session-scoped servers' processes (scope.go)
@@ -115,6 +116,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
+	g.listens = newListens(log, g.subs, g.sessions.add, g.endSession, g.quiet.Done())
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))

@@ -120,7 +120,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opSetLevel:
 		result, err = g.setLogLevel(s, msg.Params)
 	case opListen:
-		return g.listen(ctx, s.who, msg, send)
+		return g.listens.listen(ctx, s.who, msg, send)
 	default:
 		err = in.rules.notServed(msg.Method)
 	}
