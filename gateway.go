@@ -644,7 +644,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, g.clientURIs(b, answer.Result), cacheable(msg.Method))
+		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.counted().observe(outcome, time.Since(start))
