@@ -78,7 +78,8 @@ type Gateway struct {
 
 	sessions       *sessionSet     // the sessions that hear of changes
 	calling        callingSessions // the sessions with calls in flight (cutoff.go)
-	subs           *subscriptions  // the sessions' subscriptions to resources
+	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
+	listens        *listens        // what serves subscriptions/listen (listen.go)
 	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
 	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes         scopedServers   // the session-scoped servers' processes (scope.go)
@@ -106,14 +107,16 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(), subs: newSubscriptions(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(),
 		instance: newInstanceID(), reaper: reaper}
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
+	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown, g.subscribeScoped, g.unsubscribeScoped)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
+	g.listens = newListens(log, g.subs, g.sessions.add, g.endSession, g.quiet.Done())
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
@@ -641,7 +644,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, g.clientURIs(b, answer.Result), cacheable(msg.Method))
+		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), cacheable(msg.Method))
 	}
 	if msg.Method == "tools/call" {
 		b.counted().observe(outcome, time.Since(start))
@@ -655,6 +658,17 @@ func (g *Gateway) backendReady(b *backend, m *mux) {
 	g.tasks.forgetServer(b, m)
 	b.catchUp(m, g.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
 }
+
+// resourceUpdated passes a server's notifications/resources/updated to the
+// sessions subscribed to the resource, with the URI each of them used
+// (subscriptions.tellUpdated); it does not block.
+func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
+	g.subs.tellUpdated(b.name, params, nil)
+}
+
+// subscribedURIs returns the server's own URIs of the resources of server
+// that sessions subscribed to, sorted.
+func (g *Gateway) subscribedURIs(server string) []string { return g.subs.uris(server) }
 
 // taskStatus passes a server's notifications/tasks/status to the session
 // whose task it is (taskTable.status).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 )
 
 // subscriptions/listen, the 2026-07-28 era's way to hear of changes: a
@@ -11,12 +12,35 @@ import (
 // instead, and the gateway serves it as a session of its own that lives as
 // long as the request.
 
+// listens serves subscriptions/listen requests. Its fields are set by
+// newListens and never changed; what a request holds is its listening
+// session's, so listens has no lock of its own. Its methods are safe for
+// concurrent use.
+//
+// Lock order: it holds no lock while it calls its fields.
+type listens struct {
+	log  *slog.Logger
+	subs *subscriptions // what a listening session subscribes to resources through
+	// open adds a listening session to the sessions that hear of changes
+	// (sessionSet.add), and end ends it (Gateway.endSession).
+	open, end func(s *session)
+	quiet     <-chan struct{} // closed when corral begins to shut down
+}
+
+// newListens returns what serves subscriptions/listen: its sessions
+// subscribe through subs, are opened with open and ended with end, and
+// their requests are answered when quiet is closed (see the fields of
+// listens).
+func newListens(log *slog.Logger, subs *subscriptions, open, end func(*session), quiet <-chan struct{}) *listens {
+	return &listens{log: log, subs: subs, open: open, end: end, quiet: quiet}
+}
+
 // listen serves subscriptions/listen: the changes of the lists the client
 // asks for, and the updates of the resources it names, go on the request's
 // stream, each with the request's ID as its subscription ID, until the
 // client closes the stream (or cancels the request) or corral shuts down.
 // The listening session is who's: it hears only of what who sees.
-func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send func([]byte)) *reply {
+func (l *listens) listen(ctx context.Context, who principal, msg *wireMsg, send func([]byte)) *reply {
 	var p struct {
 		Notifications *struct {
 			Tools     bool     `json:"toolsListChanged"`
@@ -48,14 +72,14 @@ func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send 
 		send(line[:len(line)-1])
 	}
 	ls := listeningSession(notify, who)
-	g.sessions.add(ls)
-	defer g.endSession(ls)
+	l.open(ls)
+	defer l.end(ls)
 	var honoured []string
 	for _, uri := range n.URIs {
-		if _, err := g.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
+		if _, err := l.subs.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
 			honoured = append(honoured, uri)
 		} else {
-			g.log.Debug("subscriptions/listen: a resource cannot be subscribed to", "uri", uri, "err", err)
+			l.log.Debug("subscriptions/listen: a resource cannot be subscribed to", "uri", uri, "err", err)
 		}
 	}
 	ack := map[string]any{}
@@ -75,7 +99,7 @@ func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send 
 		if !errors.Is(context.Cause(ctx), errShuttingDown) {
 			return nil // the client ended it
 		}
-	case <-g.quiet.Done():
+	case <-l.quiet:
 	}
 	raw, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
 	return resultReply(msg.ID, raw)

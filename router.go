@@ -114,13 +114,13 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opTaskList:
 		result, err = g.tasks.list(ctx, s, msg.Params)
 	case opSubscribe:
-		result, err = g.subscribe(ctx, s, msg.Params)
+		result, err = g.subs.subscribe(ctx, s, msg.Params)
 	case opUnsubscribe:
-		result, err = g.unsubscribe(ctx, s, msg.Params)
+		result, err = g.subs.unsubscribe(ctx, s, msg.Params)
 	case opSetLevel:
 		result, err = g.setLogLevel(s, msg.Params)
 	case opListen:
-		return g.listen(ctx, s.who, msg, send)
+		return g.listens.listen(ctx, s.who, msg, send)
 	default:
 		err = in.rules.notServed(msg.Method)
 	}

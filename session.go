@@ -350,7 +350,7 @@ func (g *Gateway) endSession(s *session) {
 		}
 	}
 	g.endScoped(s)
-	g.unsubscribeAll(s)
+	g.subs.unsubscribeAll(s)
 	g.tasks.forgetSession(s)
 	if level != "" {
 		g.applyLogLevel()

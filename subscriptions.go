@@ -15,17 +15,48 @@ type subKey struct {
 }
 
 // subscriptions are the sessions subscribed to each server's resources,
-// with the URI each used. Its methods are safe for concurrent use.
+// with the URI each used, and what answers resources/subscribe and
+// resources/unsubscribe over them. Its function fields are set by
+// newSubscriptions and never changed. Its methods are safe for concurrent
+// use.
 //
-// Lock order: mu is a leaf: no other lock is taken while it is held.
+// Lock order: mu is a leaf: no other lock is taken while it is held (the
+// calls to servers, and the function fields, are made without it).
 type subscriptions struct {
+	config   func() *Config    // the config in force (requestTimeout)
+	backends func() []*backend // the backends in force
+	group    *goroutines       // what runs the unsubscriptions of an ended session's resources
+
+	// resolve finds the backend that serves a resource URI as clients see
+	// it, and the server's own URI for it, or nil (Gateway.resolveURI); and
+	// unknown says a resource is unknown (Gateway.unknown).
+	resolve func(ctx context.Context, uri string) (*backend, string)
+	unknown func(k kind, name string) string
+
+	// subscribeScoped and unsubscribeScoped answer a session's subscription
+	// to a resource of a session-scoped server, b, and its unsubscription:
+	// the session's own process of b hears of them (scope.go).
+	subscribeScoped   func(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error)
+	unsubscribeScoped func(ctx context.Context, s *session, b *backend, key subKey) (any, error)
+
 	mu    sync.Mutex
 	byKey map[subKey]map[*session]string
 	sent  map[subKey]*mux // the run of its server that was sent the subscription
 }
 
-func newSubscriptions() *subscriptions {
-	return &subscriptions{byKey: map[subKey]map[*session]string{}, sent: map[subKey]*mux{}}
+// newSubscriptions returns no subscriptions, answering requests about them
+// with the backends and the config in force that backends and config
+// return, finding resources with resolve and unknown, passing a
+// session-scoped server's to subscribeScoped and unsubscribeScoped, and
+// running the unsubscriptions of an ended session's resources on group
+// (see the fields of subscriptions).
+func newSubscriptions(config func() *Config, backends func() []*backend, group *goroutines,
+	resolve func(context.Context, string) (*backend, string), unknown func(kind, string) string,
+	subscribeScoped func(context.Context, *session, *backend, subKey, string, json.RawMessage) (any, error),
+	unsubscribeScoped func(context.Context, *session, *backend, subKey) (any, error)) *subscriptions {
+	return &subscriptions{config: config, backends: backends, group: group,
+		resolve: resolve, unknown: unknown, subscribeScoped: subscribeScoped, unsubscribeScoped: unsubscribeScoped,
+		byKey: map[subKey]map[*session]string{}, sent: map[subKey]*mux{}}
 }
 
 // sentOn records that run is the run of key's server that is sent the
@@ -135,8 +166,8 @@ func (t *subscriptions) subscribers(key subKey) map[*session]string {
 
 // subscribe answers resources/subscribe. The server hears of the first
 // subscriber to a resource only; its updates go to every subscriber.
-func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, uri, err := g.subscription(ctx, s.who.view, "resources/subscribe", params)
+func (t *subscriptions) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, uri, err := t.subscription(ctx, s.who.view, "resources/subscribe", params)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +175,9 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 		return nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q, which serves %q, does not offer subscriptions", b.name, uri)}
 	}
 	if b.scope != nil {
-		return g.subscribeScoped(ctx, s, b, key, uri, params)
+		return t.subscribeScoped(ctx, s, b, key, uri, params)
 	}
-	if !g.subs.add(key, s, uri) {
+	if !t.add(key, s, uri) {
 		return struct{}{}, nil
 	}
 	if b.isModern() {
@@ -155,11 +186,11 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 	}
 	// The run that will carry the call, unless it ends first: its
 	// backendReady, which may not have run yet, need not send it again.
-	g.subs.sentOn(key, b.currentRun())
-	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	t.sentOn(key, b.currentRun())
+	ctx, cancel := context.WithTimeout(ctx, t.config().requestTimeout(b.cfg))
 	defer cancel()
 	if err := b.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
-		g.subs.undo(key, s)
+		t.undo(key, s)
 		return nil, err
 	}
 	return struct{}{}, nil
@@ -167,15 +198,15 @@ func (g *Gateway) subscribe(ctx context.Context, s *session, params json.RawMess
 
 // unsubscribe answers resources/unsubscribe; the server hears of the last
 // subscriber's going.
-func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, _, err := g.subscription(ctx, s.who.view, "resources/unsubscribe", params)
+func (t *subscriptions) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+	b, key, _, err := t.subscription(ctx, s.who.view, "resources/unsubscribe", params)
 	if err != nil {
 		return nil, err
 	}
 	if b.scope != nil {
-		return g.unsubscribeScoped(ctx, s, b, key)
+		return t.unsubscribeScoped(ctx, s, b, key)
 	}
-	if g.subs.drop(key, s) {
+	if t.drop(key, s) {
 		b.unsubscribe(ctx, key.uri)
 	}
 	return struct{}{}, nil
@@ -183,46 +214,34 @@ func (g *Gateway) unsubscribe(ctx context.Context, s *session, params json.RawMe
 
 // subscription finds the backend and key of the URI in a subscription
 // request's params.
-func (g *Gateway) subscription(ctx context.Context, v *view, method string, params json.RawMessage) (*backend, subKey, string, error) {
+func (t *subscriptions) subscription(ctx context.Context, v *view, method string, params json.RawMessage) (*backend, subKey, string, error) {
 	var p struct {
 		URI string `json:"uri"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.URI == "" {
 		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
-	b, orig := g.resolveURI(ctx, p.URI)
+	b, orig := t.resolve(ctx, p.URI)
 	if b == nil || !v.sees(kindResource, b.name, p.URI) {
-		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, p.URI)}
+		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: t.unknown(kindResource, p.URI)}
 	}
 	return b, subKey{b.name, orig}, p.URI, nil
 }
 
 // unsubscribeAll ends a session's subscriptions. The servers hear of it
-// on goroutines of the gateway's (g.owned), so it does not block, unless
-// the gateway has stopped: then the (stopped) servers are told at once.
-func (g *Gateway) unsubscribeAll(s *session) {
-	for _, key := range g.subs.keysOf(s) {
-		if !g.subs.drop(key, s) {
+// on goroutines of t.group, so it does not block, unless the group has
+// stopped (the gateway has): then the (stopped) servers are told at once.
+func (t *subscriptions) unsubscribeAll(s *session) {
+	for _, key := range t.keysOf(s) {
+		if !t.drop(key, s) {
 			continue
 		}
-		for _, b := range g.backendList() {
+		for _, b := range t.backends() {
 			if b.name == key.server && b.scope == nil { // a session's own process goes with it
-				g.owned.goOrRun(func() { b.unsubscribe(context.Background(), key.uri) })
+				t.group.goOrRun(func() { b.unsubscribe(context.Background(), key.uri) })
 			}
 		}
 	}
-}
-
-// subscribedURIs returns the server's own URIs of the resources of server
-// that sessions subscribed to.
-func (g *Gateway) subscribedURIs(server string) []string {
-	return g.subs.uris(server)
-}
-
-// resourceUpdated passes a server's notifications/resources/updated to the
-// sessions subscribed to the resource, with the URI each of them used.
-func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
-	g.subs.tellUpdated(b.name, params, nil)
 }
 
 // tellUpdated passes server's notifications/resources/updated, params, to

@@ -24,14 +24,16 @@ var uriMember = []byte(`"uri"`)
 // a prompt's messages. Only those values change: the rest of the result is
 // passed on as the bytes the server sent, and a result without a "uri"
 // member is not decoded at all. A URI that no name of corral's reaches is
-// left as it is. It is safe for concurrent use.
-func (g *Gateway) clientURIs(b *backend, result json.RawMessage) json.RawMessage {
+// left as it is. The names are those of the catalog in force and the
+// backends in force, which current and backends return; they are asked
+// only if result has a "uri" member. It is safe for concurrent use.
+func clientURIs(current func() *catalog, backends func() []*backend, b *backend, result json.RawMessage) json.RawMessage {
 	if !bytes.Contains(result, uriMember) {
 		return result
 	}
-	cat := g.currentCatalog()
-	backends := g.backendList()
-	rw := uriRewriter{rawEditor{data: result}, func(uri string) string { return cat.clientURI(backends, b, uri) }}
+	cat := current()
+	bs := backends()
+	rw := uriRewriter{rawEditor{data: result}, func(uri string) string { return cat.clientURI(bs, b, uri) }}
 	rw.result()
 	return rw.output()
 }

@@ -146,7 +146,7 @@ func BenchmarkClientURIs(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			result := json.RawMessage(c.result)
 			for b.Loop() {
-				tg.gw.clientURIs(srv, result)
+				clientURIs(tg.gw.currentCatalog, tg.gw.backendList, srv, result)
 			}
 		})
 	}
