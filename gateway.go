@@ -21,7 +21,8 @@ import (
 // Gateway holds the wiring (config, backends, catalog, health) and routes
 // over the catalog; each other concern has its own type and lock: the
 // sessions (session.go), their subscriptions (subscriptions.go) and tasks
-// (tasks.go), and the servers' requests to clients (serverrequests.go).
+// (tasks.go), the servers' requests to clients (serverrequests.go), and the
+// session-scoped servers' processes (scope.go).
 //
 // Lock order, where locks nest: reloadMu (held while Reload stops and
 // starts backends), then catMu (held while a rebuild reads the backends
@@ -82,7 +83,7 @@ type Gateway struct {
 	listens        *listens        // what serves subscriptions/listen (listen.go)
 	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
 	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
-	scopes         scopedServers   // the session-scoped servers' processes (scope.go)
+	scopes         *scopedServers  // the session-scoped servers' processes (scope.go)
 	unsent         unsentBytes     // the bytes of answers waiting to be written to clients (unsent.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
@@ -111,7 +112,16 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 		instance: newInstanceID(), reaper: reaper}
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
-	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown, g.subscribeScoped, g.unsubscribeScoped)
+	// g.scopes, made below with g.subs, answers the subscriptions to
+	// session-scoped servers.
+	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown,
+		func(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
+			return g.scopes.subscribe(ctx, s, b, key, uri, params)
+		},
+		func(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
+			return g.scopes.unsubscribe(ctx, s, b, key)
+		})
+	g.scopes = newScopedServers(g.config, log, g, g.subs, g.tasks, g.serverRequests)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
@@ -307,6 +317,46 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	}{own, cfg.maxInFlight(s), cfg.supervision(s), cfg.limits(s), cfg.sandbox(s), s.isLazy(),
 		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
 	return string(b)
+}
+
+// newServer returns the backend of server s of cfg, not started: for a
+// session-scoped server, its catalog backend, with its pool.
+func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
+	build := func(events backendEvents) *backend {
+		b := newBackend(events, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+		b.lineBufs = &g.lineBufs
+		return b
+	}
+	if s.sessionScoped() {
+		return g.scopes.newCatalog(build)
+	}
+	return build(g)
+}
+
+// serverCatalog makes the catalog of session-scoped server b known, for
+// clients to list before any session has a process of it: b's lists (what
+// b.items returns) are filled by a probe, a run of b that is stopped as
+// soon as it listed the server (probeEvents.backendReady). A catalog cache
+// on disk (issue 16, "start": "lazy") plugs in here: with b's lists
+// cached, it fills them from the cache instead and starts no probe.
+func (g *Gateway) serverCatalog(b *backend) { b.start() }
+
+// startServer starts backend b: a shared server's process, or a
+// session-scoped server's probe (serverCatalog). It returns at once.
+func (g *Gateway) startServer(b *backend) {
+	if b.scope != nil {
+		g.serverCatalog(b)
+		return
+	}
+	b.start()
+}
+
+// stopServer stops backend b with the stop ladder and, for a
+// session-scoped server, every session's process of it, in parallel. It
+// blocks until they are gone; see backend.stop for hurry and why.
+func (g *Gateway) stopServer(b *backend, hurry <-chan struct{}, why string) {
+	g.scopes.stopSessions(b, hurry, why)
+	b.stop(hurry, why)
 }
 
 // Start removes the catalog cache files of servers that are gone (see

@@ -90,7 +90,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opForward:
 		b, params, token, werr := g.route(ctx, s.who.view, msg)
 		if werr == nil {
-			b, werr = g.scoped(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s
+			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s
 		}
 		if werr != nil {
 			return errorReply(msg.ID, werr)

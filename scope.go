@@ -35,21 +35,43 @@ func (b *backend) counted() *callMetrics {
 }
 
 // scopedServers are the session-scoped servers' pools of processes, by
-// catalog backend. Its zero value is ready to use; its methods are safe for
-// concurrent use.
+// catalog backend, and what serves a session's requests to them. Its
+// fields above mu are set by newScopedServers and never changed. Its
+// methods are safe for concurrent use.
 //
-// Lock order: mu is a leaf.
+// Lock order: mu is a leaf: no other lock is taken while it is held (a
+// pool's mu is taken only after it is released).
 type scopedServers struct {
+	config func() *Config // the config in force (requestTimeout)
+	log    *slog.Logger   // the pools' logger: each session's backend logs with its number
+	// events is what a catalog backend reports to, except that its run
+	// becoming ready stops it (probeEvents): the gateway.
+	events backendEvents
+	// subs, tasks and requests are the owners that a session's backend
+	// passes what the server says to, for its session alone
+	// (sessionEvents); subs also holds the subscriptions that subscribe
+	// and unsubscribe answer.
+	subs     *subscriptions
+	tasks    *taskTable
+	requests *serverRequests
+
 	mu    sync.Mutex
 	pools map[*backend]*instancePool
+}
+
+// newScopedServers returns no pools, serving session-scoped servers with
+// the config in force that config returns, logging to log, and reporting
+// what the servers say to events, subs, tasks and requests (see the fields
+// of scopedServers).
+func newScopedServers(config func() *Config, log *slog.Logger, events backendEvents,
+	subs *subscriptions, tasks *taskTable, requests *serverRequests) *scopedServers {
+	return &scopedServers{config: config, log: log, events: events,
+		subs: subs, tasks: tasks, requests: requests, pools: map[*backend]*instancePool{}}
 }
 
 func (ss *scopedServers) add(p *instancePool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.pools == nil {
-		ss.pools = map[*backend]*instancePool{}
-	}
 	ss.pools[p.catalog] = p
 }
 
@@ -87,7 +109,7 @@ func (ss *scopedServers) all() []*instancePool {
 // Lock order: mu, then a session's mu (read in tryGet); no other lock is
 // taken while mu is held.
 type instancePool struct {
-	g       *Gateway
+	ss      *scopedServers // the owner, whose owners a session's backend reports to
 	catalog *backend
 	log     *slog.Logger
 
@@ -107,48 +129,23 @@ type instancePool struct {
 	stops sync.WaitGroup
 }
 
-// newServer returns the backend of server s of cfg, not started: for a
-// session-scoped server, its catalog backend, with its pool.
-func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
-	if !s.sessionScoped() {
-		b := newBackend(g, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
-		b.lineBufs = &g.lineBufs
-		return b
-	}
-	p := &instancePool{g: g, log: g.log, bySession: map[*session]*backend{}, freed: make(chan struct{})}
-	p.catalog = newBackend(probeEvents{g, p}, g.log, g.instance, g.reaper, g.cgroups, cfg, s)
+// newCatalog returns the catalog backend of a session-scoped server, with
+// its pool: build makes it, not started, reporting to events.
+func (ss *scopedServers) newCatalog(build func(events backendEvents) *backend) *backend {
+	p := &instancePool{ss: ss, log: ss.log, bySession: map[*session]*backend{}, freed: make(chan struct{})}
+	p.catalog = build(probeEvents{ss.events, p})
 	p.catalog.scope = &backendScope{}
-	p.catalog.lineBufs = &g.lineBufs
-	g.scopes.add(p)
+	ss.add(p)
 	return p.catalog
 }
 
-// serverCatalog makes the catalog of session-scoped server b known, for
-// clients to list before any session has a process of it: b's lists (what
-// b.items returns) are filled by a probe, a run of b that is stopped as
-// soon as it listed the server (probeEvents.backendReady). A catalog cache
-// on disk (issue 16, "start": "lazy") plugs in here: with b's lists
-// cached, it fills them from the cache instead and starts no probe.
-func (g *Gateway) serverCatalog(b *backend) { b.start() }
-
-// startServer starts backend b: a shared server's process, or a
-// session-scoped server's probe (serverCatalog). It returns at once.
-func (g *Gateway) startServer(b *backend) {
-	if b.scope != nil {
-		g.serverCatalog(b)
-		return
-	}
-	b.start()
-}
-
-// stopServer stops backend b with the stop ladder and, for a
-// session-scoped server, every session's process of it, in parallel. It
-// blocks until they are gone; see backend.stop for hurry and why.
-func (g *Gateway) stopServer(b *backend, hurry <-chan struct{}, why string) {
-	if p := g.scopes.remove(b); p != nil {
+// stopSessions stops every session's process of backend b, if b is a
+// session-scoped server's catalog backend, in parallel, and forgets its
+// pool. It blocks until they are gone; see backend.stop for hurry and why.
+func (ss *scopedServers) stopSessions(b *backend, hurry <-chan struct{}, why string) {
+	if p := ss.remove(b); p != nil {
 		p.stop(hurry, why)
 	}
-	b.stop(hurry, why)
 }
 
 // errNeedsSession answers a 2026-07-28 request routed to a session-scoped
@@ -159,33 +156,33 @@ func errNeedsSession(b *backend) *wireError {
 		`server %q has "scope": "session": each of its processes belongs to one client session, and a 2026-07-28 request has none; call it in a session (initialize with protocol version 2025-11-25 or earlier), or give it "scope": "shared"`, b.name)}
 }
 
-// scoped returns the backend that serves session s's requests to server
+// forSession returns the backend that serves session s's requests to server
 // b: b itself for a shared server; for a session-scoped one, the session's
 // own backend, started at its first request, which may wait, within ctx and
 // the server's requestTimeout, for a slot (see instancePool.get). modern
 // says the request is a 2026-07-28 one, which has no session: it gets
 // errNeedsSession.
-func (g *Gateway) scoped(ctx context.Context, s *session, modern bool, b *backend) (*backend, *wireError) {
+func (ss *scopedServers) forSession(ctx context.Context, s *session, modern bool, b *backend) (*backend, *wireError) {
 	if b.scope == nil {
 		return b, nil
 	}
 	if modern {
 		return nil, errNeedsSession(b)
 	}
-	p := g.scopes.pool(b)
+	p := ss.pool(b)
 	if p == nil {
 		return nil, unavailable("server %q was stopped; call again", b.name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	ctx, cancel := context.WithTimeout(ctx, ss.config().requestTimeout(b.cfg))
 	defer cancel()
 	return p.get(ctx, s)
 }
 
-// endScoped stops the session's processes of session-scoped servers, in
-// the background (see instancePool.end). endSession calls it after s.end,
-// so that no process starts for s after it.
-func (g *Gateway) endScoped(s *session) {
-	for _, p := range g.scopes.all() {
+// end stops the session's processes of session-scoped servers, in the
+// background (see instancePool.end). endSession calls it after s.end, so
+// that no process starts for s after it.
+func (ss *scopedServers) end(s *session) {
+	for _, p := range ss.all() {
 		p.end(s)
 	}
 }
@@ -234,7 +231,7 @@ func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError
 		return nil, nil, werr
 	}
 	p.next++
-	b := newBackend(sessionEvents{p.g, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
+	b := newBackend(sessionEvents{p.ss, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
 	b.scope = &backendScope{marker: fmt.Sprintf("%s#%d", c.name, p.next), catalog: c}
 	b.lineBufs = c.lineBufs
 	c.scope.instances.Add(1)
@@ -321,10 +318,11 @@ func (p *instancePool) stop(hurry <-chan struct{}, why string) {
 }
 
 // probeEvents are what a session-scoped server's catalog backend reports
-// to: the gateway, except that the run becoming ready (it has listed the
-// server) stops it, and it subscribes to nothing.
+// to: the gateway's events (scopedServers.events), except that the run
+// becoming ready (it has listed the server) stops it, and it subscribes to
+// nothing.
 type probeEvents struct {
-	*Gateway
+	backendEvents
 	pool *instancePool
 }
 
@@ -342,8 +340,8 @@ func (pe probeEvents) subscribedURIs(string) []string { return nil }
 // sessionEvents are what a session's backend of a session-scoped server
 // reports to: what the server sends goes to session s alone.
 type sessionEvents struct {
-	g *Gateway
-	s *session
+	ss *scopedServers // whose subs, tasks and requests it passes to
+	s  *session
 }
 
 var _ backendEvents = sessionEvents{}
@@ -355,7 +353,7 @@ func (se sessionEvents) backendChanged() {}
 // backendReady brings a new run up to date with the session: its log
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {
-	se.g.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see taskTable.forgetServer
+	se.ss.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m }) // see taskTable.forgetServer
 	_, level := se.s.client()
 	b.catchUp(m, level, func() []string { return se.subscribedURIs(b.name) })
 }
@@ -368,13 +366,13 @@ func (se sessionEvents) backendReady(b *backend, m *mux) {
 func (se sessionEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	info, known := methods[msg.Method]
 	if len(m.callers()) > 0 || !known || info.from != fromServer || info.notification {
-		se.g.serverRequests.serverRequest(b, m, msg)
+		se.ss.requests.serverRequest(b, m, msg)
 		return
 	}
 	caps, _ := se.s.client()
 	rel := &related{s: se.s, caps: caps}
 	rel.setSend(se.s.send)
-	se.g.serverRequests.passRequest(b, m, msg, rel)
+	se.ss.requests.passRequest(b, m, msg, rel)
 }
 
 // serverLog passes the server's log message to the session, if it asked
@@ -390,20 +388,20 @@ func (se sessionEvents) serverLog(b *backend, params json.RawMessage) {
 // resourceUpdated passes the update to the session, if it subscribed to
 // the resource, with the URI it used.
 func (se sessionEvents) resourceUpdated(b *backend, params json.RawMessage) {
-	se.g.subs.tellUpdated(b.name, params, se.s)
+	se.ss.subs.tellUpdated(b.name, params, se.s)
 }
 
 func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
-	se.g.serverRequests.serverCancelled(m, params)
+	se.ss.requests.serverCancelled(m, params)
 }
 
-func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.g.tasks.status(b, params) }
+func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.ss.tasks.status(b, params) }
 
 // subscribedURIs returns the server's own URIs of the session's
 // subscriptions to server's resources.
 func (se sessionEvents) subscribedURIs(server string) []string {
 	var uris []string
-	for _, key := range se.g.subs.keysOf(se.s) {
+	for _, key := range se.ss.subs.keysOf(se.s) {
 		if key.server == server {
 			uris = append(uris, key.uri)
 		}
@@ -412,10 +410,10 @@ func (se sessionEvents) subscribedURIs(server string) []string {
 	return uris
 }
 
-// applyScopedLogLevels asks each session's process of a session-scoped
-// server for the level its session wants.
-func (g *Gateway) applyScopedLogLevels() {
-	for _, p := range g.scopes.all() {
+// applyLogLevels asks each session's process of a session-scoped server
+// for the level its session wants.
+func (ss *scopedServers) applyLogLevels() {
+	for _, p := range ss.all() {
 		for s, b := range p.owners() {
 			_, level := s.client()
 			b.setLogLevel(level)
@@ -434,35 +432,35 @@ func (p *instancePool) owners() map[*session]*backend {
 	return out
 }
 
-// subscribeScoped answers session s's resources/subscribe to a resource
+// subscribe answers session s's resources/subscribe to a resource
 // of session-scoped server b: its own process of b hears of it. A
 // 2026-07-28 listen request's session, which never initialized, gets
 // errNeedsSession: its subscription would start a process of its own.
-func (g *Gateway) subscribeScoped(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
+func (ss *scopedServers) subscribe(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
 	sessionless := s.version() == ""
-	inst, werr := g.scoped(ctx, s, sessionless, b)
+	inst, werr := ss.forSession(ctx, s, sessionless, b)
 	if werr != nil {
 		return nil, werr
 	}
-	g.subs.add(key, s, uri)
+	ss.subs.add(key, s, uri)
 	if inst.isModern() {
 		inst.resubscribe()
 		return struct{}{}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.config().requestTimeout(b.cfg))
+	ctx, cancel := context.WithTimeout(ctx, ss.config().requestTimeout(b.cfg))
 	defer cancel()
 	if err := inst.callInto(ctx, "resources/subscribe", setMember(params, "uri", key.uri)); err != nil {
-		g.subs.undo(key, s)
+		ss.subs.undo(key, s)
 		return nil, err
 	}
 	return struct{}{}, nil
 }
 
-// unsubscribeScoped answers session s's resources/unsubscribe of a
-// resource of session-scoped server b: its own process of b hears of it.
-func (g *Gateway) unsubscribeScoped(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
-	g.subs.drop(key, s)
-	if p := g.scopes.pool(b); p != nil {
+// unsubscribe answers session s's resources/unsubscribe of a resource of
+// session-scoped server b: its own process of b hears of it.
+func (ss *scopedServers) unsubscribe(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
+	ss.subs.drop(key, s)
+	if p := ss.pool(b); p != nil {
 		if inst := p.lookup(s); inst != nil {
 			inst.unsubscribe(ctx, key.uri)
 		}

@@ -349,7 +349,7 @@ func (g *Gateway) endSession(s *session) {
 			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
 		}
 	}
-	g.endScoped(s)
+	g.scopes.end(s)
 	g.subs.unsubscribeAll(s)
 	g.tasks.forgetSession(s)
 	if level != "" {
@@ -422,7 +422,7 @@ func (g *Gateway) applyLogLevel() {
 	for _, b := range g.backendList() {
 		b.setLogLevel(level)
 	}
-	g.applyScopedLogLevels()
+	g.scopes.applyLogLevels()
 }
 
 // wantedLogLevel returns the most verbose level a session asked for, or "".
