@@ -49,7 +49,7 @@ func (g *Gateway) listen(ctx context.Context, who principal, msg *wireMsg, send 
 	}
 	ls := listeningSession(notify, who)
 	g.sessions.add(ls)
-	defer g.endSession(ls)
+	defer g.sessions.endSession(ls)
 	var honoured []string
 	for _, uri := range n.URIs {
 		if _, err := g.subscribe(ctx, ls, setMember(json.RawMessage(`{}`), "uri", uri)); err == nil {
