@@ -264,7 +264,7 @@ type sessionHooks struct {
 	// endScoped, unsubscribeAll and forgetTasks end what an ended session
 	// leaves behind: its processes of session-scoped servers, its
 	// subscriptions and its tasks. endSession calls them, in that order,
-	// after the session has ended; none may block on the session's calls.
+	// after the session has ended.
 	endScoped      func(s *session)
 	unsubscribeAll func(s *session)
 	forgetTasks    func(s *session)
@@ -384,8 +384,7 @@ func (ss *sessionSet) detachedSession(who principal) *session {
 
 // endSession cancels the session's calls in flight, answers the servers'
 // requests it never answered, ends its processes of session-scoped servers,
-// its subscriptions and its tasks (see sessionHooks), and forgets it. It may
-// be called twice.
+// its subscriptions and its tasks (see sessionHooks), and forgets it.
 func (ss *sessionSet) endSession(s *session) {
 	ss.remove(s)
 	out, level := s.end()
