@@ -200,7 +200,7 @@ func listTools(tb testing.TB, g *Gateway, s *session) int {
 
 func TestServingAListDoesNotCopyTheCatalogPerRequest(t *testing.T) {
 	g, catalogBytes := catalogOf(t, 1000, 4096)
-	s := g.detachedSession(anonymousPrincipal)
+	s := g.sessions.detachedSession(anonymousPrincipal)
 	most := uint64(0)
 	for range 5 {
 		// As after any collection: nothing pooled by an earlier request
@@ -224,7 +224,7 @@ func TestServingAListDoesNotCopyTheCatalogPerRequest(t *testing.T) {
 // tools of about 4 KiB each.
 func BenchmarkToolsListOf4MiBCatalog(b *testing.B) {
 	g, catalogBytes := catalogOf(b, 1000, 4096)
-	s := g.detachedSession(anonymousPrincipal)
+	s := g.sessions.detachedSession(anonymousPrincipal)
 	b.SetBytes(int64(catalogBytes))
 	b.ReportAllocs()
 	for b.Loop() {

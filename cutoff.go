@@ -9,8 +9,8 @@ import (
 // cancels at the end of shutdownTimeout. One set for the gateway, instead
 // of a context.AfterFunc on the cut context for every call, which cost
 // three allocations a call. A session is in it while its inflight map is
-// not empty (see Gateway.admit and Gateway.retire), whether or not it is
-// registered in the sessionSet: a modern request's session is not. Its
+// not empty (see sessionSet.admit and sessionSet.retire), whether or not it
+// is registered in the sessionSet: a modern request's session is not. Its
 // methods are safe for concurrent use; the zero value is empty.
 //
 // Lock order: mu is a leaf, taken under a session's mu (session.admit,
@@ -48,23 +48,23 @@ func (cs *callingSessions) list() []*session {
 // admit records the client's request key as in flight in session s (see
 // session.admit). An admitted call made once CutOff has begun is cut off at
 // once.
-func (g *Gateway) admit(s *session, key string, cancel context.CancelCauseFunc, max int) (n int, dup bool) {
-	n, dup = s.admit(key, cancel, max, &g.calling)
-	// CutOff cancels g.cut before it lists the sessions calling: a call
+func (ss *sessionSet) admit(s *session, key string, cancel context.CancelCauseFunc, max int) (n int, dup bool) {
+	n, dup = s.admit(key, cancel, max, &ss.calling)
+	// CutOff cancels ss.cut before it lists the sessions calling: a call
 	// added after the list sees the cut here.
-	if n < max && !dup && g.cut.Err() != nil {
+	if n < max && !dup && ss.cut.Err() != nil {
 		cancel(errShuttingDown)
 	}
 	return n, dup
 }
 
 // retire forgets the client's request key in session s, once it has ended.
-func (g *Gateway) retire(s *session, key string) { s.retire(key, &g.calling) }
+func (ss *sessionSet) retire(s *session, key string) { s.retire(key, &ss.calling) }
 
 // cutCalls cancels every call in flight with errShuttingDown. CutOff
-// calls it once g.cut has ended.
-func (g *Gateway) cutCalls() {
-	for _, s := range g.calling.list() {
+// calls it once ss.cut has ended.
+func (ss *sessionSet) cutCalls() {
+	for _, s := range ss.calling.list() {
 		s.cancelCalls(errShuttingDown)
 	}
 }

@@ -27,7 +27,7 @@ func TestCutOffEndsEveryCallInFlightAndEachCallAfterIt(t *testing.T) {
 	}
 	inFlight := func() int {
 		n := 0
-		for _, s := range g.calling.list() {
+		for _, s := range g.sessions.calling.list() {
 			n += s.inFlight()
 		}
 		return n
@@ -55,7 +55,7 @@ func TestCutOffEndsEveryCallInFlightAndEachCallAfterIt(t *testing.T) {
 			t.Fatalf("call %d not cut off by CutOff", i)
 		}
 	}
-	if left := len(g.calling.list()); left != 0 {
+	if left := len(g.sessions.calling.list()); left != 0 {
 		t.Errorf("sessions calling after every call ended = %d, want 0", left)
 	}
 }

@@ -77,14 +77,12 @@ type Gateway struct {
 	cat        *catalog
 	closed     bool
 
-	sessions       *sessionSet     // the sessions that hear of changes
-	calling        callingSessions // the sessions with calls in flight (cutoff.go)
+	sessions       *sessionSet     // the sessions, their calls in flight and their unsent answers (session.go)
 	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
 	listens        *listens        // what serves subscriptions/listen (listen.go)
 	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
 	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes         *scopedServers  // the session-scoped servers' processes (scope.go)
-	unsent         unsentBytes     // the bytes of answers waiting to be written to clients (unsent.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -108,7 +106,7 @@ var _ backendEvents = (*Gateway)(nil)
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{}, sessions: newSessionSet(),
+	g := &Gateway{cfg: cfg, log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper}
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
@@ -125,8 +123,13 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
+	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
+		waitFirstStarts: g.waitFirstStarts, capabilities: g.capabilities, instructions: g.instructions,
+		backends: g.backendList, scopedLogLevels: g.scopes.applyLogLevels,
+		endScoped: g.scopes.end, unsubscribeAll: g.subs.unsubscribeAll, forgetTasks: g.tasks.forgetSession,
+	})
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
-	g.listens = newListens(log, g.subs, g.sessions.add, g.endSession, g.quiet.Done())
+	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
@@ -382,7 +385,7 @@ func (g *Gateway) EndStreams() { g.endQuiet() }
 // corral is shutting down. The front ends call it when shutdownTimeout ends.
 func (g *Gateway) CutOff() {
 	g.cutOff()
-	g.cutCalls()
+	g.sessions.cutCalls()
 }
 
 // Stop stops every backend in parallel with the stop ladder and blocks until
@@ -553,12 +556,12 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	defer cancel(context.Canceled)
 	cfg := g.config()
 	// An answer not yet written counts as a call in flight (unsent.go).
-	unsent, werr := g.unsentRefusal(cfg, s)
+	unsent, werr := g.sessions.unsentRefusal(cfg, s)
 	if werr != nil {
 		return errorReply(msg.ID, werr)
 	}
 	max := cfg.MaxInFlightPerSession
-	n, dup := g.admit(s, key, cancel, max-unsent)
+	n, dup := g.sessions.admit(s, key, cancel, max-unsent)
 	in.cancel = cancel
 	switch {
 	case dup:
@@ -568,7 +571,7 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 	case n >= max-unsent:
 		return errorReply(msg.ID, unavailable("this session has %d calls in flight and %d answers its client has not read, the limit (maxInFlightPerSession); wait for one to end", n, unsent))
 	}
-	defer g.retire(s, key)
+	defer g.sessions.retire(s, key)
 	if send == nil {
 		send = s.send
 	}
@@ -706,7 +709,7 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 // sessions: their log level and their subscriptions to its resources.
 func (g *Gateway) backendReady(b *backend, m *mux) {
 	g.tasks.forgetServer(b, m)
-	b.catchUp(m, g.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
+	b.catchUp(m, g.sessions.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
 }
 
 // resourceUpdated passes a server's notifications/resources/updated to the
@@ -723,6 +726,10 @@ func (g *Gateway) subscribedURIs(server string) []string { return g.subs.uris(se
 // taskStatus passes a server's notifications/tasks/status to the session
 // whose task it is (taskTable.status).
 func (g *Gateway) taskStatus(b *backend, params json.RawMessage) { g.tasks.status(b, params) }
+
+// serverLog passes a server's log message to the sessions
+// (sessionSet.serverLog), on m's reading goroutine.
+func (g *Gateway) serverLog(b *backend, params json.RawMessage) { g.sessions.serverLog(b, params) }
 
 // serverRequest and serverCancelled pass a server's request to a client,
 // and its cancellation of one, to the server requests (serverrequests.go),

@@ -353,13 +353,13 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 // the session (sid, "" for a modern request) when a is dropped or not
 // taken in time. It blocks until a is written or has failed.
 func (h *httpFrontEnd) sendAnswer(w http.ResponseWriter, s *session, sid string, id json.RawMessage, a *reply, status func(*reply) int) {
-	held, n, refused := h.gw.holdAnswer(s, id, a)
+	held, n, refused := h.gw.sessions.holdAnswer(s, id, a)
 	if refused != "" {
 		h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", a.len(), "limit", refused)
 	}
 	h.writeDeadline(http.NewResponseController(w))
 	err := writeAnswer(w, status(held), held)
-	h.gw.releaseAnswer(s, n)
+	h.gw.sessions.releaseAnswer(s, n)
 	if err != nil {
 		h.logUnread(sid, held.len(), err)
 	}
@@ -413,13 +413,13 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 		return answer, false
 	}
 	if answer != nil {
-		held, n, refused := h.gw.holdAnswer(s, in.msg.ID, answer)
+		held, n, refused := h.gw.sessions.holdAnswer(s, in.msg.ID, answer)
 		if refused != "" {
 			h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", answer.len(), "limit", refused)
 		}
 		h.writeDeadline(http.NewResponseController(w))
 		_, err := writeSSEFrontReply(w, held) // the handler's return sends the end
-		h.gw.releaseAnswer(s, n)
+		h.gw.sessions.releaseAnswer(s, n)
 		if err != nil {
 			h.logUnread(sid, held.len(), err)
 		}
@@ -524,7 +524,7 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
-	s := h.gw.detachedSession(h.principalOf(r))
+	s := h.gw.sessions.detachedSession(h.principalOf(r))
 	a, streamed := h.call(w, r, s, "", in, nil)
 	if streamed {
 		return
@@ -589,7 +589,7 @@ func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(ms
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
-	s.session = h.gw.newSession(deliver, who)
+	s.session = h.gw.sessions.newSession(deliver, who)
 	return s
 }
 
@@ -650,7 +650,7 @@ func (h *httpFrontEnd) endSession(s *httpSession) {
 	delete(h.sessions, s.id)
 	h.mu.Unlock()
 	if ok {
-		h.gw.endSession(s.session)
+		h.gw.sessions.endSession(s.session)
 		close(s.ended)
 	}
 }

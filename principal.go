@@ -2,8 +2,8 @@ package main
 
 // This file holds who sends a request and what they may see. Every request
 // carries its principal: the front end that takes the request in sets it,
-// once, on the session the request comes in (Gateway.newSession,
-// Gateway.detachedSession), and the route reads the principal's view
+// once, on the session the request comes in (sessionSet.newSession,
+// sessionSet.detachedSession), and the route reads the principal's view
 // (Gateway.serve): lists are built per view (catalog.listsFor), and a name
 // outside the view is answered as an unknown one and never reaches a server
 // (Gateway.itemByName, Gateway.itemByURI). Letting one client see less is a

@@ -61,8 +61,8 @@ func TestAViewHidesItemsFromListsAndFromTheRoute(t *testing.T) {
 	}}`)
 	g := tg.gw
 	noBeta := &view{name: "no beta", allows: func(k kind, server, name string) bool { return server != "beta" }}
-	everyone := g.detachedSession(anonymousPrincipal)
-	limited := g.detachedSession(principal{name: "test", view: noBeta})
+	everyone := g.sessions.detachedSession(anonymousPrincipal)
+	limited := g.sessions.detachedSession(principal{name: "test", view: noBeta})
 
 	all := toolsOf(t, g, everyone)
 	seen := toolsOf(t, g, limited)

@@ -80,7 +80,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	var err error
 	switch info.op {
 	case opInitialize:
-		result, err = g.initialize(ctx, s, msg.Params)
+		result, err = g.sessions.initialize(ctx, s, msg.Params)
 	case opPing:
 		result = json.RawMessage("{}")
 	case opDiscover:
@@ -118,7 +118,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opUnsubscribe:
 		result, err = g.subs.unsubscribe(ctx, s, msg.Params)
 	case opSetLevel:
-		result, err = g.setLogLevel(s, msg.Params)
+		result, err = g.sessions.setLogLevel(s, msg.Params)
 	case opListen:
 		return g.listens.listen(ctx, s.who, msg, send)
 	default:

@@ -219,19 +219,62 @@ func (s *session) end() (waiting map[int64]*outbound, level string) {
 	return waiting, s.logLevel
 }
 
-// sessionSet is the sessions that hear of changes: catalog changes,
+// sessionSet is the gateway's sessions: it opens and ends them, answers
+// their initialize and logging/setLevel, passes the servers' log messages to
+// those that asked for them, admits their calls until CutOff (cutoff.go) and
+// bounds the answers waiting to be written to their clients (unsent.go). The
+// sessions it holds are those that hear of changes: catalog changes,
 // servers' log messages, resource updates (through subscriptions). Its
-// methods are safe for concurrent use.
+// config, cut and hooks are set by newSessionSet and never changed; calling
+// and unsent keep their own counts. Its methods are safe for concurrent use.
 //
-// Lock order: sessionSet.mu, then a session's mu.
+// Lock order: sessionSet.mu, then a session's mu, under which calling's mu
+// is taken (session.admit, session.retire), a leaf. None of them is held
+// while a hook is called, a session is sent a message or a server is told
+// a log level.
 type sessionSet struct {
+	config  func() *Config  // the config in force (the bounds of unsent answers)
+	cut     context.Context // ends when CutOff begins (see Gateway.CutOff)
+	hooks   sessionHooks    // what the sessions need of the rest of the gateway
+	calling callingSessions // the sessions with calls in flight (cutoff.go)
+	unsent  unsentBytes     // the bytes of answers waiting to be written to clients (unsent.go)
+
 	mu     sync.Mutex
 	all    map[*session]struct{}
 	closed bool // the gateway is stopping: no session hears of catalog changes
 }
 
-func newSessionSet() *sessionSet {
-	return &sessionSet{all: map[*session]struct{}{}}
+// sessionHooks are what the sessions need of the rest of the gateway. Only
+// initialize, setLogLevel and endSession call them: a set whose users call
+// none of those (a test's) may be given none.
+type sessionHooks struct {
+	// waitFirstStarts blocks, until ctx ends, while servers are in their
+	// first start; capabilities and instructions then return what corral
+	// offers clients (offer.go). initialize answers with them.
+	waitFirstStarts func(ctx context.Context)
+	capabilities    func() map[string]any
+	instructions    func() string
+
+	// backends returns the backends in force, each of which applyLogLevel
+	// tells the level the sessions want; scopedLogLevels asks each
+	// session's process of a session-scoped server for its session's level.
+	backends        func() []*backend
+	scopedLogLevels func()
+
+	// endScoped, unsubscribeAll and forgetTasks end what an ended session
+	// leaves behind: its processes of session-scoped servers, its
+	// subscriptions and its tasks. endSession calls them, in that order,
+	// after the session has ended.
+	endScoped      func(s *session)
+	unsubscribeAll func(s *session)
+	forgetTasks    func(s *session)
+}
+
+// newSessionSet returns an empty set whose bounds are config's, whose calls
+// admitted once cut has ended are cut off at once, and which needs of the
+// rest of the gateway what hooks give it.
+func newSessionSet(config func() *Config, cut context.Context, hooks sessionHooks) *sessionSet {
+	return &sessionSet{config: config, cut: cut, hooks: hooks, all: map[*session]struct{}{}}
 }
 
 // add registers s.
@@ -327,33 +370,34 @@ func listeningSession(notify func([]byte), who principal) *session {
 
 // newSession registers a session of who's so that it hears of catalog
 // changes.
-func (g *Gateway) newSession(notify func([]byte), who principal) *session {
+func (ss *sessionSet) newSession(notify func([]byte), who principal) *session {
 	s := makeSession(notify, who)
-	g.sessions.add(s)
+	ss.add(s)
 	return s
 }
 
 // detachedSession returns a session for one modern request of who's: it
 // hears of nothing else.
-func (g *Gateway) detachedSession(who principal) *session {
+func (ss *sessionSet) detachedSession(who principal) *session {
 	return makeSession(nil, who)
 }
 
 // endSession cancels the session's calls in flight, answers the servers'
-// requests it never answered, ends its subscriptions, and forgets it.
-func (g *Gateway) endSession(s *session) {
-	g.sessions.remove(s)
+// requests it never answered, ends its processes of session-scoped servers,
+// its subscriptions and its tasks (see sessionHooks), and forgets it.
+func (ss *sessionSet) endSession(s *session) {
+	ss.remove(s)
 	out, level := s.end()
 	for _, o := range out {
 		if o.release() {
 			o.deliver(&wireMsg{Error: &wireError{Code: codeInternalError, Message: "the client's session ended before it answered"}})
 		}
 	}
-	g.scopes.end(s)
-	g.subs.unsubscribeAll(s)
-	g.tasks.forgetSession(s)
+	ss.hooks.endScoped(s)
+	ss.hooks.unsubscribeAll(s)
+	ss.hooks.forgetTasks(s)
 	if level != "" {
-		g.applyLogLevel()
+		ss.applyLogLevel()
 	}
 }
 
@@ -361,7 +405,7 @@ func (g *Gateway) endSession(s *session) {
 // corral speaks it, and corral's newest otherwise, as the specification says.
 // The capabilities are those the servers offer, so it waits, until ctx ends,
 // for servers still in their first start.
-func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMessage) (any, error) {
+func (ss *sessionSet) initialize(ctx context.Context, s *session, params json.RawMessage) (any, error) {
 	var p struct {
 		ProtocolVersion string       `json:"protocolVersion"`
 		Capabilities    capabilities `json:"capabilities"`
@@ -376,8 +420,8 @@ func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMes
 	s.mu.Lock()
 	s.protocolVersion, s.clientCaps = v, p.Capabilities
 	s.mu.Unlock()
-	g.waitFirstStarts(ctx)
-	caps := g.capabilities()
+	ss.hooks.waitFirstStarts(ctx)
+	caps := ss.hooks.capabilities()
 	s.mu.Lock()
 	s.initialized = true
 	s.mu.Unlock()
@@ -386,7 +430,7 @@ func (g *Gateway) initialize(ctx context.Context, s *session, params json.RawMes
 		"capabilities":    caps,
 		"serverInfo":      map[string]string{"name": "corral", "version": version},
 	}
-	if in := g.instructions(); in != "" {
+	if in := ss.hooks.instructions(); in != "" {
 		res["instructions"] = in
 	}
 	return res, nil
@@ -400,7 +444,7 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 // setLogLevel answers logging/setLevel: the session receives the servers'
 // log messages at that level and above, and the servers are asked for the
 // most verbose level any session wants.
-func (g *Gateway) setLogLevel(s *session, params json.RawMessage) (any, error) {
+func (ss *sessionSet) setLogLevel(s *session, params json.RawMessage) (any, error) {
 	var p struct {
 		Level string `json:"level"`
 	}
@@ -411,34 +455,31 @@ func (g *Gateway) setLogLevel(s *session, params json.RawMessage) (any, error) {
 	s.mu.Lock()
 	s.logLevel = p.Level
 	s.mu.Unlock()
-	g.applyLogLevel()
+	ss.applyLogLevel()
 	return struct{}{}, nil
 }
 
 // applyLogLevel asks every server that logs for the most verbose level any
 // session wants, if it changed.
-func (g *Gateway) applyLogLevel() {
-	level := g.wantedLogLevel()
-	for _, b := range g.backendList() {
+func (ss *sessionSet) applyLogLevel() {
+	level := ss.wantedLogLevel()
+	for _, b := range ss.hooks.backends() {
 		b.setLogLevel(level)
 	}
-	g.scopes.applyLogLevels()
+	ss.hooks.scopedLogLevels()
 }
-
-// wantedLogLevel returns the most verbose level a session asked for, or "".
-func (g *Gateway) wantedLogLevel() string { return g.sessions.wantedLogLevel() }
 
 // serverLog passes a server's log message to the sessions that asked for
 // messages of its level, and to the one modern request in flight to the
 // server that asked for them, with the server's name in its logger:
 // "server", or "server/logger" when the server named a logger.
-func (g *Gateway) serverLog(b *backend, params json.RawMessage) {
+func (ss *sessionSet) serverLog(b *backend, params json.RawMessage) {
 	b.log.Debug("log message from server", "params", truncate(params, 1000))
 	note, level := logNote(b, params)
 	if note == nil {
 		return
 	}
-	for _, s := range g.sessions.logging(level) {
+	for _, s := range ss.logging(level) {
 		s.send(note)
 	}
 	// A modern client asks for log messages per request: they go on the

@@ -41,7 +41,7 @@ type stdioFrontEnd struct {
 }
 
 // stdioLine is one message for the writer: an answer held until it is
-// written (see Gateway.holdAnswer), or a message that is not (held is 0).
+// written (see sessionSet.holdAnswer), or a message that is not (held is 0).
 type stdioLine struct {
 	msg  *reply
 	held int64
@@ -66,7 +66,7 @@ func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, m
 	f.callCtx, f.cancelCalls = context.WithCancel(context.Background())
 	defer f.cancelCalls()
 	writerDone := f.startWriter(out)
-	f.session = gw.newSession(f.notify, stdioPrincipal)
+	f.session = gw.sessions.newSession(f.notify, stdioPrincipal)
 	reads := f.startReader(in, maxLine)
 	f.serve(ctx, reads)
 	f.finish(writerDone)
@@ -88,7 +88,7 @@ func (f *stdioFrontEnd) startWriter(out io.Writer) <-chan struct{} {
 				f.log.Warn("writing to stdout", "err", err)
 			}
 			if l.held > 0 {
-				f.gw.releaseAnswer(f.session, l.held)
+				f.gw.sessions.releaseAnswer(f.session, l.held)
 			}
 		}
 	}()
@@ -227,10 +227,10 @@ func (f *stdioFrontEnd) dispatch(msg *wireMsg) {
 
 // send passes answer, to the request id, to the writer, held until it is
 // written: a client that stops reading corral's stdout has its session refuse
-// new calls (see Gateway.holdAnswer) rather than make corral hold their
+// new calls (see sessionSet.holdAnswer) rather than make corral hold their
 // answers without end. It blocks while the writer is behind.
 func (f *stdioFrontEnd) send(id []byte, answer *reply) {
-	held, n, refused := f.gw.holdAnswer(f.session, id, answer)
+	held, n, refused := f.gw.sessions.holdAnswer(f.session, id, answer)
 	if refused != "" {
 		f.log.Warn("dropped an answer: the client does not read its answers", "session", "stdio", "bytes", answer.len(), "limit", refused)
 	}
@@ -241,7 +241,7 @@ func (f *stdioFrontEnd) send(id []byte, answer *reply) {
 // every call, then closes lines and waits for the writer to flush them.
 func (f *stdioFrontEnd) finish(writerDone <-chan struct{}) {
 	f.cancelCalls()
-	f.gw.endSession(f.session)
+	f.gw.sessions.endSession(f.session)
 	f.calls.Wait()
 	f.linesMu.Lock()
 	f.linesClosed = true

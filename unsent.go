@@ -41,13 +41,13 @@ func (u *unsentBytes) load() int64 { return u.n.Load() }
 // unsentRefusal returns how many answers of session s wait to be written to
 // its client, and the error for a new call of s while the answers waiting
 // are at a bound of cfg, or nil.
-func (g *Gateway) unsentRefusal(cfg *Config, s *session) (count int, werr *wireError) {
+func (ss *sessionSet) unsentRefusal(cfg *Config, s *session) (count int, werr *wireError) {
 	count, bytes := s.unsent()
 	switch {
 	case count > 0 && bytes >= cfg.MaxUnsentBytesPerSession:
 		return count, unavailable("%d answers of this session (%s) wait for its client to read them, the limit (maxUnsentBytesPerSession); read them before calling again", count, formatSize(bytes))
-	case g.unsent.load() >= cfg.MaxUnsentBytes:
-		return count, unavailable("the answers waiting for their clients to read them hold %s, the limit (maxUnsentBytes); try again later", formatSize(g.unsent.load()))
+	case ss.unsent.load() >= cfg.MaxUnsentBytes:
+		return count, unavailable("the answers waiting for their clients to read them hold %s, the limit (maxUnsentBytes); try again later", formatSize(ss.unsent.load()))
 	}
 	return count, nil
 }
@@ -64,8 +64,8 @@ const smallAnswer = 4 << 10
 // maxUnsentBytes, a is dropped and a short error naming the setting is held
 // in its place, and refused names the setting, for the front end's log. An
 // answer of at most smallAnswer bytes is always held. It is safe for concurrent use.
-func (g *Gateway) holdAnswer(s *session, id []byte, a *reply) (held *reply, n int64, refused string) {
-	cfg := g.config()
+func (ss *sessionSet) holdAnswer(s *session, id []byte, a *reply) (held *reply, n int64, refused string) {
+	cfg := ss.config()
 	n = int64(a.len())
 	perSession, overall := cfg.MaxUnsentBytesPerSession, cfg.MaxUnsentBytes
 	if n <= smallAnswer {
@@ -74,7 +74,7 @@ func (g *Gateway) holdAnswer(s *session, id []byte, a *reply) (held *reply, n in
 	switch {
 	case !s.holdAnswer(n, perSession):
 		refused = "maxUnsentBytesPerSession"
-	case !g.unsent.hold(n, overall):
+	case !ss.unsent.hold(n, overall):
 		s.releaseAnswer(n)
 		refused = "maxUnsentBytes"
 	default:
@@ -88,13 +88,13 @@ func (g *Gateway) holdAnswer(s *session, id []byte, a *reply) (held *reply, n in
 		formatSize(n), refused, formatSize(bound)))
 	n = int64(held.len())
 	s.holdAnswer(n, math.MaxInt64)
-	g.unsent.hold(n, math.MaxInt64)
+	ss.unsent.hold(n, math.MaxInt64)
 	return held, n, refused
 }
 
 // releaseAnswer releases the n bytes holdAnswer held for an answer of
 // session s.
-func (g *Gateway) releaseAnswer(s *session, n int64) {
+func (ss *sessionSet) releaseAnswer(s *session, n int64) {
 	s.releaseAnswer(n)
-	g.unsent.release(n)
+	ss.unsent.release(n)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,7 +92,8 @@ func TestHoldAnswerBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Gateway{cfg: &Config{MaxUnsentBytesPerSession: tt.perSession, MaxUnsentBytes: tt.overall}}
+			cfg := &Config{MaxUnsentBytesPerSession: tt.perSession, MaxUnsentBytes: tt.overall}
+			g := newSessionSet(func() *Config { return cfg }, context.Background(), sessionHooks{})
 			s := makeSession(nil, anonymousPrincipal)
 			answer := func(n int) *reply { return &reply{head: []byte(strings.Repeat("x", n))} }
 			_, n1, refused := g.holdAnswer(s, []byte("1"), answer(tt.first))
@@ -139,7 +141,7 @@ func TestStdioClientThatStopsReadingHasNewCallsRefused(t *testing.T) {
 	})
 	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":8388608}}}`+"\n")
 	// Nothing is read from the output: the 8 MiB answer waits.
-	waitFor(t, 30*time.Second, "the answer to be held", func() bool { return tg.gw.unsent.load() >= 8<<20 })
+	waitFor(t, 30*time.Second, "the answer to be held", func() bool { return tg.gw.sessions.unsent.load() >= 8<<20 })
 	io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"while unread"}}}`+"\n")
 	br := bufio.NewReaderSize(outR, 1<<20)
 	for range 2 {
