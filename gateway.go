@@ -96,6 +96,8 @@ type Gateway struct {
 	// registered are the servers added through the admin API (admin.go),
 	// which every reload keeps.
 	registered registry
+
+	status statusReader // what the status page reads (status.go)
 }
 
 const defaultPageSize = 1000
@@ -112,6 +114,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown, g.subscribeScoped, g.unsubscribeScoped)
+	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
