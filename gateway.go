@@ -93,9 +93,9 @@ type Gateway struct {
 	// that starts them; Stop joins them.
 	owned goroutines
 
-	// registered are the servers added through the admin API (admin.go),
+	// registrar holds the servers added through the admin API (admin.go),
 	// which every reload keeps.
-	registered registry
+	registrar *registrar
 
 	status statusReader // what the status page reads (status.go)
 }
@@ -114,6 +114,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown, g.subscribeScoped, g.unsubscribeScoped)
+	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
@@ -167,7 +168,7 @@ type reloadReport struct {
 func (g *Gateway) Reload(cfg *Config) reloadReport {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	return g.reload(g.registered.merge(cfg, g.log))
+	return g.reload(g.registrar.merge(cfg, g.log))
 }
 
 // errGatewayClosed is reconfigure's error once Stop has begun.
