@@ -98,6 +98,8 @@ type Gateway struct {
 	registrar *registrar
 
 	status statusReader // what the status page reads (status.go)
+
+	forwarder forwarder // what an era's forward needs (eraRules.forward)
 }
 
 const defaultPageSize = 1000
@@ -120,6 +122,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
+	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
 	g.listens = newListens(log, g.subs, g.sessions.add, g.endSession, g.quiet.Done())
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
@@ -616,7 +619,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backe
 		rel related
 	}{rel: related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}}
 	c.f = forwarding{in: in, b: b, params: params, rel: &c.rel, timeout: g.config().requestTimeout(b.cfg)}
-	return in.rules.forward(ctx, g, &c.f)
+	return in.rules.forward(ctx, &g.forwarder, &c.f)
 }
 
 // answerReply returns the answer to a forwarded request: the server's,
