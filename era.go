@@ -62,8 +62,8 @@ func (legacyEra) silencedByCancel() bool { return false }
 // forward forwards a legacy client's request, with the capabilities and log
 // level of its session, under requestTimeout. A modern server's requests
 // for the client's input become requests to the client's session (see
-// serverRequests.askClient). Ending ctx cancels the call, and the server's requests
-// of the client still unanswered. It blocks until the call ends.
+// serverRequests.askClient). Ending ctx cancels the call, and the server's
+// requests of the client still unanswered. It blocks until the call ends.
 func (legacyEra) forward(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 	in, b, rel := f.in, f.b, f.rel
 	rel.caps, rel.logLevel = rel.s.client()

@@ -21,7 +21,9 @@ import (
 // (mux.ask, bounded by maxServerRequests) and in its session's outbound
 // queue (session.enqueue, bounded by maxServerRequestsPerSession). A modern
 // client is asked with an input_required result instead, and the call it
-// interrupted waits, parked, for the client to send the request again.
+// interrupted waits, parked, for the client to send the request again; a
+// modern server's input_required result for a legacy client becomes
+// requests to the client's session (askClient).
 
 // serverRequests passes servers' requests to clients' sessions and the
 // clients' answers back, and keeps modern clients' calls parked while
