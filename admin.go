@@ -142,15 +142,40 @@ type adminError struct {
 
 func (e *adminError) Error() string { return e.msg }
 
+// registrar serves the admin API's changes to the running config: it holds
+// the registry, and takes what it needs of the gateway as function values,
+// set by newRegistrar and never changed. Its methods are safe for
+// concurrent use.
+//
+// Lock order: it has no lock of its own. register and unregister check and
+// change the registry inside reconfigure's edit, so under the gateway's
+// reloadMu, which reconfigure holds; registry.mu is a leaf.
+type registrar struct {
+	config func() *Config // the config in force
+	// reconfigure reloads the config edit makes of the one in force, as
+	// Gateway.reconfigure does: edit runs under reloadMu.
+	reconfigure func(edit func(cfg *Config) (*Config, error)) error
+	backendList func() []*backend // the backends in force, sorted by name
+
+	registered registry
+}
+
+// newRegistrar returns a registrar with no server registered, of a gateway
+// whose config in force config returns, reloaded by reconfigure, and whose
+// backends in force backendList returns.
+func newRegistrar(config func() *Config, reconfigure func(func(*Config) (*Config, error)) error, backendList func() []*backend) *registrar {
+	return &registrar{config: config, reconfigure: reconfigure, backendList: backendList}
+}
+
 // register adds s, a server parsed by parseRegistration, to the running
 // config and starts it, as a reload that adds it would, and returns its
 // backend. It refuses a name or a prefix already in use, and a server past
 // maxDynamic.
 // It does not wait for the server to be ready.
-func (g *Gateway) register(s *ServerConfig) (*backend, error) {
+func (a *registrar) register(s *ServerConfig) (*backend, error) {
 	name := s.Name()
-	err := g.reconfigure(func(cfg *Config) (*Config, error) {
-		if err := g.registered.add(cfg, s); err != nil {
+	err := a.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := a.registered.add(cfg, s); err != nil {
 			return nil, err
 		}
 		next := *cfg
@@ -164,7 +189,7 @@ func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range g.backendList() {
+	for _, b := range a.backendList() {
 		if b.name == name {
 			return b, nil
 		}
@@ -176,9 +201,9 @@ func (g *Gateway) register(s *ServerConfig) (*backend, error) {
 // and stops it with the stop ladder, as a reload that removes it would. It
 // blocks until the server is stopped. It refuses a server of the config
 // file, and a name it does not know.
-func (g *Gateway) unregister(name string) error {
-	err := g.reconfigure(func(cfg *Config) (*Config, error) {
-		if err := g.registered.remove(cfg, name); err != nil {
+func (a *registrar) unregister(name string) error {
+	err := a.reconfigure(func(cfg *Config) (*Config, error) {
+		if err := a.registered.remove(cfg, name); err != nil {
 			return nil, err
 		}
 		next := *cfg
@@ -190,6 +215,47 @@ func (g *Gateway) unregister(name string) error {
 		return &adminError{http.StatusServiceUnavailable, "corral is shutting down"}
 	}
 	return err
+}
+
+// merge returns cfg, a config read from the file, with the registered
+// servers added; see registry.merge. Reload calls it under reloadMu.
+func (a *registrar) merge(cfg *Config, log *slog.Logger) *Config {
+	return a.registered.merge(cfg, log)
+}
+
+// adminServer is a server as the admin API shows it.
+type adminServer struct {
+	Name   string          `json:"name"`
+	Source string          `json:"source"` // "file" or "registered"
+	State  backendState    `json:"state"`  // "disabled" for a disabled server of the file
+	Error  string          `json:"error,omitempty"`
+	Entry  json.RawMessage `json:"entry"` // as -check prints it, secrets masked
+}
+
+// servers returns every server of the running config, sorted by name,
+// with where it comes from, its state and its entry as -check prints it.
+func (a *registrar) servers() []adminServer {
+	var resolved struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	cfg := a.config()
+	json.Unmarshal(cfg.resolved(), &resolved)
+	states := map[string]health{}
+	for _, b := range a.backendList() {
+		states[b.name] = b.health()
+	}
+	var out []adminServer
+	for _, name := range slices.Sorted(maps.Keys(resolved.MCPServers)) {
+		as := adminServer{Name: name, Source: "file", State: "disabled", Entry: resolved.MCPServers[name]}
+		if a.registered.has(name) {
+			as.Source = "registered"
+		}
+		if h, ok := states[name]; ok {
+			as.State, as.Error = h.State, h.Error
+		}
+		out = append(out, as)
+	}
+	return out
 }
 
 // adminServersPath is the admin API's collection of servers; a server is

@@ -163,7 +163,7 @@ func TestAdminRefusesWhatItMustNot(t *testing.T) {
 			}
 		})
 	}
-	if names := tg.gw.adminServers(); len(names) != 1 {
+	if names := tg.gw.registrar.servers(); len(names) != 1 {
 		t.Errorf("after the refusals, the servers are %+v, want the file's only", names)
 	}
 }
@@ -264,7 +264,7 @@ func TestAdminRegisteredServersGoWhenAReloadTurnsRegistrationOff(t *testing.T) {
 		}
 		return cfg
 	}
-	if r := tg.gw.Reload(parse(src)); fmt.Sprint(r.Kept) != "[dyn file]" || !tg.gw.registered.has("dyn") {
+	if r := tg.gw.Reload(parse(src)); fmt.Sprint(r.Kept) != "[dyn file]" || !tg.gw.registrar.registered.has("dyn") {
 		t.Errorf("a reload of the same file kept %v, want [dyn file], dyn still registered", r.Kept)
 	}
 	off := strings.Replace(src, `"admin":{"registration":true},`, ``, 1)
@@ -293,7 +293,7 @@ func TestAdminRegisteredServerYieldsItsPrefixToTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := tg.gw.Reload(cfg); fmt.Sprint(r.Removed) != "[dyn]" || tg.gw.registered.has("dyn") {
+	if r := tg.gw.Reload(cfg); fmt.Sprint(r.Removed) != "[dyn]" || tg.gw.registrar.registered.has("dyn") {
 		t.Errorf("a reload that gives the file's server the registered one's prefix removed %v, want [dyn], forgotten", r.Removed)
 	}
 	if gone, _, _ := procState(dynPID); !gone {

@@ -11,9 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 )
@@ -21,15 +19,6 @@ import (
 // isAdminPath reports whether path is the admin API's.
 func isAdminPath(path string) bool {
 	return path == adminServersPath || strings.HasPrefix(path, adminServersPath+"/")
-}
-
-// adminServer is a server as the admin API shows it.
-type adminServer struct {
-	Name   string          `json:"name"`
-	Source string          `json:"source"` // "file" or "registered"
-	State  backendState    `json:"state"`  // "disabled" for a disabled server of the file
-	Error  string          `json:"error,omitempty"`
-	Entry  json.RawMessage `json:"entry"` // as -check prints it, secrets masked
 }
 
 // serveAdmin serves /admin/servers: GET lists every server, POST registers
@@ -44,7 +33,7 @@ func (h *httpFrontEnd) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	name, one := strings.CutPrefix(r.URL.Path, adminServersPath+"/")
 	switch {
 	case !one && r.Method == http.MethodGet:
-		writeAdmin(w, http.StatusOK, map[string]any{"servers": h.gw.adminServers()})
+		writeAdmin(w, http.StatusOK, map[string]any{"servers": h.gw.registrar.servers()})
 	case !one && r.Method == http.MethodPost:
 		h.serveRegister(w, r)
 	case one && r.Method == http.MethodDelete:
@@ -77,7 +66,7 @@ func (h *httpFrontEnd) serveRegister(w http.ResponseWriter, r *http.Request) {
 		writeAdmin(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	b, err := h.gw.register(s)
+	b, err := h.gw.registrar.register(s)
 	var ae *adminError
 	switch {
 	case errors.As(err, &ae):
@@ -95,7 +84,7 @@ func (h *httpFrontEnd) serveRegister(w http.ResponseWriter, r *http.Request) {
 	case <-b.firstDone:
 	case <-ctx.Done():
 	}
-	for _, a := range h.gw.adminServers() {
+	for _, a := range h.gw.registrar.servers() {
 		if a.Name == s.Name() {
 			writeAdmin(w, http.StatusCreated, a)
 			return
@@ -108,7 +97,7 @@ func (h *httpFrontEnd) serveRegister(w http.ResponseWriter, r *http.Request) {
 // ladder, and answers 204.
 func (h *httpFrontEnd) serveUnregister(w http.ResponseWriter, r *http.Request, name string) {
 	var ae *adminError
-	switch err := h.gw.unregister(name); {
+	switch err := h.gw.registrar.unregister(name); {
 	case errors.As(err, &ae):
 		h.audit(r, "unregister refused", name, nil, ae.msg)
 		writeAdmin(w, ae.status, map[string]string{"error": ae.msg})
@@ -137,32 +126,6 @@ func (h *httpFrontEnd) audit(r *http.Request, action, name string, s *ServerConf
 		return
 	}
 	h.gw.log.Info("audit", args...)
-}
-
-// adminServers returns every server of the running config, sorted by name,
-// with where it comes from, its state and its entry as -check prints it.
-func (g *Gateway) adminServers() []adminServer {
-	var resolved struct {
-		MCPServers map[string]json.RawMessage `json:"mcpServers"`
-	}
-	cfg := g.config()
-	json.Unmarshal(cfg.resolved(), &resolved)
-	states := map[string]health{}
-	for _, b := range g.backendList() {
-		states[b.name] = b.health()
-	}
-	var out []adminServer
-	for _, name := range slices.Sorted(maps.Keys(resolved.MCPServers)) {
-		a := adminServer{Name: name, Source: "file", State: "disabled", Entry: resolved.MCPServers[name]}
-		if g.registered.has(name) {
-			a.Source = "registered"
-		}
-		if h, ok := states[name]; ok {
-			a.State, a.Error = h.State, h.Error
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // writeAdmin answers with status and v as indented JSON.

@@ -62,16 +62,16 @@ func (legacyEra) silencedByCancel() bool { return false }
 // forward forwards a legacy client's request, with the capabilities and log
 // level of its session, under requestTimeout. A modern server's requests
 // for the client's input become requests to the client's session (see
-// Gateway.askClient). Ending ctx cancels the call, and the server's requests
-// of the client still unanswered. It blocks until the call ends.
-func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
+// serverRequests.askClient). Ending ctx cancels the call, and the server's
+// requests of the client still unanswered. It blocks until the call ends.
+func (legacyEra) forward(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 	in, b, rel := f.in, f.b, f.rel
 	rel.caps, rel.logLevel = rel.s.client()
 	ctx, dl := armDeadline(ctx, in.cancel, f.timeout)
 	defer dl.stop()
 	defer func() {
 		if ctx.Err() != nil {
-			g.serverRequests.cancelAsked(rel) // before cancel, which would make every call look cancelled
+			fw.requests.cancelAsked(rel) // before cancel, which would make every call look cancelled
 		}
 	}()
 	start := time.Now()
@@ -90,9 +90,9 @@ func (legacyEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply 
 			break
 		}
 		var retry json.RawMessage
-		if retry, err = g.askClient(ctx, rel, f.params, ir); err == nil {
+		if retry, err = fw.requests.askClient(ctx, rel, f.params, ir.InputRequests, ir.RequestState); err == nil {
 			answer, err = b.call(ctx, method, retry, rel)
 		}
 	}
-	return g.answerReply(ctx, in, b, answer, err, f.timeout, start)
+	return fw.answerReply(ctx, in, b, answer, err, f.timeout, start)
 }

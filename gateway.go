@@ -92,9 +92,13 @@ type Gateway struct {
 	// that starts them; Stop joins them.
 	owned goroutines
 
-	// registered are the servers added through the admin API (admin.go),
+	// registrar holds the servers added through the admin API (admin.go),
 	// which every reload keeps.
-	registered registry
+	registrar *registrar
+
+	status statusReader // what the status page reads (status.go)
+
+	forwarder forwarder // what an era's forward needs (eraRules.forward)
 }
 
 const defaultPageSize = 1000
@@ -120,6 +124,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 			return g.scopes.unsubscribe(ctx, s, b, key)
 		})
 	g.scopes = newScopedServers(g.config, log, g, g.subs, g.tasks, g.serverRequests)
+	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
@@ -129,6 +134,8 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 		endScoped: g.scopes.end, unsubscribeAll: g.subs.unsubscribeAll, forgetTasks: g.tasks.forgetSession,
 	})
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
+	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
+	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
 	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
@@ -177,7 +184,7 @@ type reloadReport struct {
 func (g *Gateway) Reload(cfg *Config) reloadReport {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	return g.reload(g.registered.merge(cfg, g.log))
+	return g.reload(g.registrar.merge(cfg, g.log))
 }
 
 // errGatewayClosed is reconfigure's error once Stop has begun.
@@ -665,7 +672,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backe
 		rel related
 	}{rel: related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}}
 	c.f = forwarding{in: in, b: b, params: params, rel: &c.rel, timeout: g.config().requestTimeout(b.cfg)}
-	return in.rules.forward(ctx, g, &c.f)
+	return in.rules.forward(ctx, &g.forwarder, &c.f)
 }
 
 // answerReply returns the answer to a forwarded request: the server's,

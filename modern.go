@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -154,10 +153,10 @@ func (modernEra) notServed(method string) *wireError {
 func (modernEra) silencedByCancel() bool { return true }
 
 // forward forwards a modern client's request with the capabilities and log
-// level its _meta names; see Gateway.forwardModern.
-func (modernEra) forward(ctx context.Context, g *Gateway, f *forwarding) *reply {
+// level its _meta names; see forwardModern.
+func (modernEra) forward(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 	f.rel.modern, f.rel.caps, f.rel.logLevel = true, f.in.caps, f.in.logLevel
-	return g.forwardModern(ctx, f)
+	return forwardModern(ctx, fw, f)
 }
 
 // completeReply answers a modern request with result, adding what every
@@ -223,67 +222,15 @@ func asInputRequired(result json.RawMessage) *inputRequired {
 // maxInputRounds bounds the rounds of input one request may ask for.
 const maxInputRounds = 10
 
-// askClient serves a modern server's input_required result for a legacy
-// client: each input request becomes a request to the client's session, and
-// the params to send the server again carry the client's answers and the
-// server's state.
-func (g *Gateway) askClient(ctx context.Context, rel *related, params json.RawMessage, ir *inputRequired) (json.RawMessage, error) {
-	s := rel.s
-	replies := map[string]chan *wireMsg{}
-	var ids []int64
-	defer func() {
-		for _, id := range ids {
-			s.take(id) // those the client did not answer
-		}
-	}()
-	max := g.config().MaxServerRequestsPerSession
-	for _, key := range slices.Sorted(maps.Keys(ir.InputRequests)) {
-		var in struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		json.Unmarshal(ir.InputRequests[key], &in)
-		c := make(chan *wireMsg, 1)
-		o := &outbound{reply: c}
-		if werr := s.enqueue(o, max); werr != nil {
-			return nil, werr
-		}
-		id := o.out
-		ids = append(ids, id)
-		line, err := encodeRequest(id, in.Method, in.Params)
-		if err != nil {
-			return nil, err
-		}
-		rel.send(line[:len(line)-1])
-		replies[key] = c
-	}
-	responses := map[string]json.RawMessage{}
-	for key, c := range replies {
-		select {
-		case a := <-c:
-			if a.Error != nil {
-				return nil, fmt.Errorf("the client refused %s: %w", key, a.Error)
-			}
-			responses[key] = a.Result
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	params = setMember(params, "inputResponses", responses)
-	if ir.RequestState != "" {
-		params = setMember(params, "requestState", ir.RequestState)
-	}
-	return params, nil
-}
-
 // statePrefix starts the requestState of an exchange.
 const statePrefix = "corral-"
 
-// forwardModern forwards a modern client's request. A legacy server's
+// forwardModern forwards a modern client's request, with what fw gives of
+// the gateway. A legacy server's
 // requests of the client while it serves the call become input_required
 // results; the call itself goes on, under a context of its own, until the
 // client sends the request again with the answers (or requestTimeout ends).
-func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
+func forwardModern(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 	in, b, params, rel, timeout := f.in, f.b, f.params, f.rel, f.timeout
 	msg := in.msg
 	var p struct {
@@ -294,7 +241,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 	start := time.Now()
 	var ex *exchange
 	if strings.HasPrefix(p.State, statePrefix) {
-		if ex = g.serverRequests.takeParked(p.State); ex == nil {
+		if ex = fw.requests.takeParked(p.State); ex == nil {
 			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "requestState is unknown or expired; send the request again without it"})
 		}
 		ex.rel.setSend(rel.sendFn)
@@ -308,11 +255,11 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 		clear(ex.pending)
 	} else {
 		ex = &exchange{rel: rel, done: make(chan struct{}), pending: map[string]*outbound{}}
-		rel.inputs = make(chan *outbound, g.config().MaxServerRequestsPerSession)
+		rel.inputs = make(chan *outbound, fw.config().MaxServerRequestsPerSession)
 		callCtx, cancel := context.WithTimeout(context.Background(), timeout)
-		stop := context.AfterFunc(g.cut, cancel)
+		stop := context.AfterFunc(fw.cut, cancel)
 		ex.cancel = func() { stop(); cancel() }
-		g.owned.goOrRun(func() {
+		fw.owned.goOrRun(func() {
 			defer close(ex.done)
 			ex.answer, ex.err = b.call(callCtx, msg.Method, params, rel)
 		})
@@ -320,7 +267,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 	select {
 	case <-ex.done:
 		ex.cancel()
-		return g.answerReply(ctx, in, b, ex.answer, ex.err, timeout, start)
+		return fw.answerReply(ctx, in, b, ex.answer, ex.err, timeout, start)
 	case o := <-ex.rel.inputs:
 		ex.n++
 		key := fmt.Sprintf("input-%d", ex.n)
@@ -329,7 +276,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 		rand.Read(tok[:])
 		state := statePrefix + hex.EncodeToString(tok[:])
 		// Forget an exchange the client never comes back to.
-		g.serverRequests.park(state, ex, timeout)
+		fw.requests.park(state, ex, timeout)
 		params := o.params
 		if len(params) == 0 || string(params) == "null" {
 			params = json.RawMessage(`{}`) // an input request's params are an object
@@ -344,7 +291,7 @@ func (g *Gateway) forwardModern(ctx context.Context, f *forwarding) *reply {
 		// cancels it too, and gets an answer.
 		ex.cancel()
 		<-ex.done
-		r := g.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
+		r := fw.answerReply(ctx, in, b, nil, context.Canceled, timeout, start)
 		if errors.Is(context.Cause(ctx), errShuttingDown) {
 			return r
 		}

@@ -53,7 +53,24 @@ type eraRules interface {
 	// the client's ID (see Gateway.answerReply), or nil if the client
 	// cancelled the request. It blocks until the call ends or the era lets
 	// it go on without the client (modern.go: input_required).
-	forward(ctx context.Context, g *Gateway, f *forwarding) *reply
+	forward(ctx context.Context, fw *forwarder, f *forwarding) *reply
+}
+
+// forwarder is what an era's forward needs of the gateway. NewGateway sets
+// its fields, and they never change; what they refer to is safe for
+// concurrent use.
+type forwarder struct {
+	config   func() *Config  // the config in force
+	requests *serverRequests // servers' requests to clients, and modern clients' parked calls
+	// cut ends when calls still in flight at the end of shutdownTimeout are
+	// cut off (Gateway.CutOff).
+	cut context.Context
+	// owned runs the calls that outlive the request that starts them (a
+	// modern client's call waiting for its input); Stop joins them.
+	owned *goroutines
+	// answerReply is Gateway.answerReply: the answer to a forwarded request,
+	// shaped for its era, or the error that says why there is none.
+	answerReply func(ctx context.Context, in *inbound, b *backend, answer *wireMsg, err error, timeout time.Duration, start time.Time) *reply
 }
 
 // forwarding is a request on its way to a server: the request, the server,

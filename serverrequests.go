@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -19,7 +21,9 @@ import (
 // (mux.ask, bounded by maxServerRequests) and in its session's outbound
 // queue (session.enqueue, bounded by maxServerRequestsPerSession). A modern
 // client is asked with an input_required result instead, and the call it
-// interrupted waits, parked, for the client to send the request again.
+// interrupted waits, parked, for the client to send the request again; a
+// modern server's input_required result for a legacy client becomes
+// requests to the client's session (askClient).
 
 // serverRequests passes servers' requests to clients' sessions and the
 // clients' answers back, and keeps modern clients' calls parked while
@@ -421,4 +425,58 @@ func (r *relatedSend) send(msg []byte) {
 	f := r.sendFn
 	r.mu.Unlock()
 	f(msg)
+}
+
+// askClient serves a modern server's input_required result for a legacy
+// client: each of inputRequests, by key, becomes a request to the client's
+// session, and the params to send the server again carry the client's
+// answers and requestState, the server's state, if not "". It blocks until
+// the client answers every request or ctx ends.
+func (sr *serverRequests) askClient(ctx context.Context, rel *related, params json.RawMessage, inputRequests map[string]json.RawMessage, requestState string) (json.RawMessage, error) {
+	s := rel.s
+	replies := map[string]chan *wireMsg{}
+	var ids []int64
+	defer func() {
+		for _, id := range ids {
+			s.take(id) // those the client did not answer
+		}
+	}()
+	max := sr.config().MaxServerRequestsPerSession
+	for _, key := range slices.Sorted(maps.Keys(inputRequests)) {
+		var in struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		json.Unmarshal(inputRequests[key], &in)
+		c := make(chan *wireMsg, 1)
+		o := &outbound{reply: c}
+		if werr := s.enqueue(o, max); werr != nil {
+			return nil, werr
+		}
+		id := o.out
+		ids = append(ids, id)
+		line, err := encodeRequest(id, in.Method, in.Params)
+		if err != nil {
+			return nil, err
+		}
+		rel.send(line[:len(line)-1])
+		replies[key] = c
+	}
+	responses := map[string]json.RawMessage{}
+	for key, c := range replies {
+		select {
+		case a := <-c:
+			if a.Error != nil {
+				return nil, fmt.Errorf("the client refused %s: %w", key, a.Error)
+			}
+			responses[key] = a.Result
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	params = setMember(params, "inputResponses", responses)
+	if requestState != "" {
+		params = setMember(params, "requestState", requestState)
+	}
+	return params, nil
 }

@@ -31,12 +31,20 @@ type recentCalls struct {
 // counts calls; none is over recentMinutes.
 var recentWindows = [...]int{1, 5, recentMinutes}
 
+// statusReader reads the snapshot the status page shows (statusSource). Its
+// fields are set by NewGateway and never changed, so it has no lock of its
+// own; it takes none while it calls them, one after another.
+type statusReader struct {
+	backendList func() []*backend // the backends in force, sorted by name
+	sessions    func() int        // the sessions open
+}
+
 // status returns what the status page shows now. It is safe for concurrent
 // use.
-func (g *Gateway) status() gatewayStatus {
+func (r statusReader) status() gatewayStatus {
 	now := time.Now()
-	backends := g.backendList()
-	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: g.sessions.count()}
+	backends := r.backendList()
+	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: r.sessions()}
 	for i, b := range backends {
 		st.Servers[i].health = b.health()
 		for w, n := range recentWindows {

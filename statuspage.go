@@ -73,7 +73,7 @@ func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b bytes.Buffer
-	if err := writeStatusPage(&b, h.gw, time.Now()); err != nil {
+	if err := writeStatusPage(&b, h.gw.status, time.Now()); err != nil {
 		h.log.Error("writing the status page", "err", err)
 		http.Error(w, "writing the status page failed; see corral's log", http.StatusInternalServerError)
 		return
