@@ -40,10 +40,6 @@ type Gateway struct {
 	reaper   *orphanReaper
 	cgroups  *cgroupTree // where servers get cgroups of their own, if on
 
-	// pageSize is the number of tools in one page of tools/list. If zero,
-	// defaultPageSize.
-	pageSize int
-
 	// cut ends when calls still in flight at the end of shutdownTimeout are
 	// cut off; see CutOff.
 	cut    context.Context
@@ -83,6 +79,8 @@ type Gateway struct {
 	serverRequests *serverRequests // servers' requests to clients, and modern clients' parked calls (serverrequests.go)
 	tasks          *taskTable      // the sessions' tasks, by corral's ID and the server's (tasks.go)
 	scopes         *scopedServers  // the session-scoped servers' processes (scope.go)
+	events         *gatewayEvents  // what the shared servers' backends report to
+	offer          *offer          // what clients are offered: lists, items, capabilities (offer.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -103,33 +101,32 @@ type Gateway struct {
 
 const defaultPageSize = 1000
 
-// The gateway is what its backends report to.
-var _ backendEvents = (*Gateway)(nil)
-
 // NewGateway returns a gateway for cfg. Its backends are not started. The
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper}
+	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	// g.scopes, made below with g.subs, answers the subscriptions to
 	// session-scoped servers.
-	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.resolveURI, g.unknown,
+	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.offer.resolveURI, g.offer.unknown,
 		func(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
 			return g.scopes.subscribe(ctx, s, b, key, uri, params)
 		},
 		func(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
 			return g.scopes.unsubscribe(ctx, s, b, key)
 		})
-	g.scopes = newScopedServers(g.config, log, g, g.subs, g.tasks, g.serverRequests)
+	g.events = &gatewayEvents{} // filled below, once every owner is made
+	g.scopes = newScopedServers(g.config, log, g.events, g.subs, g.tasks, g.serverRequests)
 	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.cgroups = newCgroupTree(g.instance)
 	logContainment(log, g.cgroups)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
-		waitFirstStarts: g.waitFirstStarts, capabilities: g.capabilities, instructions: g.instructions,
+		waitFirstStarts: g.offer.waitFirstStarts, capabilities: g.offer.capabilities, instructions: g.offer.instructions,
 		backends: g.backendList, scopedLogLevels: g.scopes.applyLogLevels,
 		endScoped: g.scopes.end, unsubscribeAll: g.subs.unsubscribeAll, forgetTasks: g.tasks.forgetSession,
 	})
@@ -137,6 +134,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
 	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
 	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
+	*g.events = gatewayEvents{changed: g.backendChanged, sessions: g.sessions, subs: g.subs, tasks: g.tasks, requests: g.serverRequests}
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
@@ -340,7 +338,7 @@ func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
 	if s.sessionScoped() {
 		return g.scopes.newCatalog(build)
 	}
-	return build(g)
+	return build(g.events)
 }
 
 // serverCatalog makes the catalog of session-scoped server b known, for
@@ -632,33 +630,8 @@ func (g *Gateway) route(ctx context.Context, v *view, msg *wireMsg) (*backend, j
 	if string(token) == "null" {
 		token = nil
 	}
-	b, params, werr := g.routeTo(ctx, v, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
+	b, params, werr := g.offer.routeTo(ctx, v, msg, p.Name, p.URI, p.Ref.Type, p.Ref.Name, p.Ref.URI)
 	return b, params, token, werr
-}
-
-// routeTo is route with the params decoded: name, uri, and a completion's
-// ref. The method's routing member (see methods) says which of them routes
-// it.
-func (g *Gateway) routeTo(ctx context.Context, v *view, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
-	info := methods[msg.Method]
-	var b *backend
-	var params json.RawMessage
-	var werr *wireError
-	switch info.member {
-	case routeName:
-		b, params, werr = g.routeByName(ctx, v, msg, info.kind, name)
-	case routeURI:
-		b, params, werr = g.routeByURI(ctx, v, msg, uri)
-	default:
-		b, params, werr = g.routeByRef(ctx, v, msg, refType, refName, refURI)
-	}
-	if werr != nil {
-		return nil, nil, werr
-	}
-	if info.capability != "" && b.capabilities()[info.capability] == nil {
-		return nil, nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q does not offer %s", b.name, info.capability)}
-	}
-	return b, params, nil
 }
 
 // forward sends a client's request to backend b with params and returns the
@@ -712,40 +685,59 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 	return r
 }
 
+// gatewayEvents is what a shared server's backend reports to: each event
+// goes to the owner it concerns, and a change of the backend's state or
+// lists to changed (Gateway.backendChanged). NewGateway sets its fields
+// once, before it makes any backend; its methods are safe for concurrent
+// use.
+type gatewayEvents struct {
+	changed  func()
+	sessions *sessionSet
+	subs     *subscriptions
+	tasks    *taskTable
+	requests *serverRequests
+}
+
+var _ backendEvents = (*gatewayEvents)(nil)
+
+func (e *gatewayEvents) backendChanged() { e.changed() }
+
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.
-func (g *Gateway) backendReady(b *backend, m *mux) {
-	g.tasks.forgetServer(b, m)
-	b.catchUp(m, g.sessions.wantedLogLevel(), func() []string { return g.subs.resend(b.name, m) })
+func (e *gatewayEvents) backendReady(b *backend, m *mux) {
+	e.tasks.forgetServer(b, m)
+	b.catchUp(m, e.sessions.wantedLogLevel(), func() []string { return e.subs.resend(b.name, m) })
 }
 
 // resourceUpdated passes a server's notifications/resources/updated to the
 // sessions subscribed to the resource, with the URI each of them used
 // (subscriptions.tellUpdated); it does not block.
-func (g *Gateway) resourceUpdated(b *backend, params json.RawMessage) {
-	g.subs.tellUpdated(b.name, params, nil)
+func (e *gatewayEvents) resourceUpdated(b *backend, params json.RawMessage) {
+	e.subs.tellUpdated(b.name, params, nil)
 }
 
 // subscribedURIs returns the server's own URIs of the resources of server
 // that sessions subscribed to, sorted.
-func (g *Gateway) subscribedURIs(server string) []string { return g.subs.uris(server) }
+func (e *gatewayEvents) subscribedURIs(server string) []string { return e.subs.uris(server) }
 
 // taskStatus passes a server's notifications/tasks/status to the session
 // whose task it is (taskTable.status).
-func (g *Gateway) taskStatus(b *backend, params json.RawMessage) { g.tasks.status(b, params) }
+func (e *gatewayEvents) taskStatus(b *backend, params json.RawMessage) { e.tasks.status(b, params) }
 
 // serverLog passes a server's log message to the sessions
 // (sessionSet.serverLog), on m's reading goroutine.
-func (g *Gateway) serverLog(b *backend, params json.RawMessage) { g.sessions.serverLog(b, params) }
+func (e *gatewayEvents) serverLog(b *backend, params json.RawMessage) {
+	e.sessions.serverLog(b, params)
+}
 
 // serverRequest and serverCancelled pass a server's request to a client,
 // and its cancellation of one, to the server requests (serverrequests.go),
 // on m's reading goroutine; neither blocks.
-func (g *Gateway) serverRequest(b *backend, m *mux, msg *wireMsg) {
-	g.serverRequests.serverRequest(b, m, msg)
+func (e *gatewayEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	e.requests.serverRequest(b, m, msg)
 }
-func (g *Gateway) serverCancelled(m *mux, params json.RawMessage) {
-	g.serverRequests.serverCancelled(m, params)
+func (e *gatewayEvents) serverCancelled(m *mux, params json.RawMessage) {
+	e.requests.serverCancelled(m, params)
 }
 
 // healthReport is the body of /healthz.

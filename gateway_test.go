@@ -203,7 +203,7 @@ func TestGatewayListsEveryToolAcrossPagesAndRoutesEachCall(t *testing.T) {
 	tg := startGateway(t, `{"mcpServers":{
 		"one": {"command":"FAKE","args":["-state","STATE","-name","one","-prefix","one_","-extra-tools","3","-page-size","2"]},
 		"two": {"command":"FAKE","args":["-state","STATE","-name","two"],"prefix":"two"}
-	}}`, func(g *Gateway) { g.pageSize = 4 })
+	}}`, func(g *Gateway) { g.offer.pageSize = 4 })
 	c := connect(t, tg.url)
 
 	got := c.listToolNames()

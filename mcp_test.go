@@ -368,7 +368,7 @@ func TestResourcesPromptsAndCompletionsPassThroughWithPrefixes(t *testing.T) {
 	tg := startGateway(t, `{"mcpServers":{
 		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
 		"b": {"command":"FAKE","args":["-state","STATE","-name","b"],"prefix":"bp"}
-	}}`, func(g *Gateway) { g.pageSize = 1 })
+	}}`, func(g *Gateway) { g.offer.pageSize = 1 })
 	both(t, tg, `{}`, func(t *testing.T, p *peer) {
 		init, _ := p.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
 		var ir struct{ Capabilities map[string]any }

@@ -2,9 +2,10 @@ package main
 
 // What the gateway offers clients, gathered from its servers: the
 // capabilities and instructions of its handshake, the pages of its lists,
-// and the catalog's items by name or URI. Each waits, where it must, for
-// servers still in their first start, so that a client that connects early
-// sees everything.
+// the catalog's items by name or URI, and so the server a request that
+// names one goes to (offer.routeTo), within the view of who asks. Each
+// waits, where it must, for servers still in their first start, so that a
+// client that connects early sees everything.
 
 import (
 	"context"
@@ -13,12 +14,24 @@ import (
 	"strings"
 )
 
+// offer is what the gateway offers clients, read from the catalog and the
+// backends in force through the functions it is given: it holds no state
+// of its own but pageSize, set before the gateway starts, and its methods
+// are safe for concurrent use.
+type offer struct {
+	catalog  func() *catalog   // the catalog in force (Gateway.currentCatalog)
+	backends func() []*backend // the backends in force (Gateway.backendList)
+	// pageSize is the number of tools in one page of tools/list. If zero,
+	// defaultPageSize.
+	pageSize int
+}
+
 // instructions returns what the servers tell clients in their handshakes:
 // one server's text as it is, several under a heading naming each.
-func (g *Gateway) instructions() string {
+func (o *offer) instructions() string {
 	type entry struct{ name, text string }
 	var all []entry
-	for _, b := range g.backendList() {
+	for _, b := range o.backends() {
 		if text := b.instructionsText(); text != "" {
 			all = append(all, entry{b.name, text})
 		}
@@ -38,10 +51,10 @@ func (g *Gateway) instructions() string {
 
 // capabilities returns what the gateway offers clients: what any of its
 // servers offers. Every list may change, as servers come and go.
-func (g *Gateway) capabilities() map[string]any {
+func (o *offer) capabilities() map[string]any {
 	caps := map[string]any{}
 	listChanged := map[string]bool{"listChanged": true}
-	for _, b := range g.backendList() {
+	for _, b := range o.backends() {
 		c := b.capabilities()
 		if c.has(kindTool) {
 			caps["tools"] = listChanged
@@ -73,10 +86,10 @@ func (g *Gateway) capabilities() map[string]any {
 // catalog as view v sees it, with meta as its _meta if not nil (see catalog.page). It waits,
 // until ctx ends, for backends still in their first start, so that a
 // client that connects early sees everything.
-func (g *Gateway) list(ctx context.Context, v *view, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
-	g.waitFirstStarts(ctx)
-	cat := g.currentCatalog()
-	size := g.pageSize
+func (o *offer) list(ctx context.Context, v *view, k kind, params, meta json.RawMessage) (json.RawMessage, error) {
+	o.waitFirstStarts(ctx)
+	cat := o.catalog()
+	size := o.pageSize
 	if size <= 0 {
 		size = defaultPageSize
 	}
@@ -85,8 +98,8 @@ func (g *Gateway) list(ctx context.Context, v *view, k kind, params, meta json.R
 
 // waitFirstStarts waits until every backend's first start has succeeded or
 // failed, or ctx ends.
-func (g *Gateway) waitFirstStarts(ctx context.Context) {
-	for _, b := range g.backendList() {
+func (o *offer) waitFirstStarts(ctx context.Context) {
+	for _, b := range o.backends() {
 		select {
 		case <-b.firstDone:
 		case <-ctx.Done():
@@ -98,38 +111,174 @@ func (g *Gateway) waitFirstStarts(ctx context.Context) {
 // lookup finds an item by the name clients use. A name not in the catalog
 // may belong to a backend still in its first start: then it waits for the
 // first starts, until ctx ends, and looks again.
-func (g *Gateway) lookup(ctx context.Context, k kind, name string) *catalogItem {
-	if it := g.currentCatalog().lookup(k, name); it != nil {
+func (o *offer) lookup(ctx context.Context, k kind, name string) *catalogItem {
+	if it := o.catalog().lookup(k, name); it != nil {
 		return it
 	}
-	g.waitFirstStarts(ctx)
-	return g.currentCatalog().lookup(k, name)
+	o.waitFirstStarts(ctx)
+	return o.catalog().lookup(k, name)
 }
 
 // resolveURI finds the backend that serves a resource URI, and the server's
 // own URI for it, after waiting for first starts if it must; see
 // catalog.resolveURI.
-func (g *Gateway) resolveURI(ctx context.Context, uri string) (*backend, string) {
-	if b, orig := g.currentCatalog().resolveURI(g.backendList(), uri); b != nil {
+func (o *offer) resolveURI(ctx context.Context, uri string) (*backend, string) {
+	if b, orig := o.catalog().resolveURI(o.backends(), uri); b != nil {
 		return b, orig
 	}
-	g.waitFirstStarts(ctx)
-	return g.currentCatalog().resolveURI(g.backendList(), uri)
+	o.waitFirstStarts(ctx)
+	return o.catalog().resolveURI(o.backends(), uri)
 }
 
 // unknown says an item is unknown and, since it may belong to a server that
 // never listed its items, which servers are not ready.
-func (g *Gateway) unknown(k kind, name string) string {
+func (o *offer) unknown(k kind, name string) string {
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	if k == kindTemplate {
 		what = "resource"
 	}
 	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
-	for _, b := range g.backendList() {
+	for _, b := range o.backends() {
 		h := b.health()
 		if h.State != stateReady && len(b.items(k)) == 0 {
 			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
 		}
 	}
 	return msg
+}
+
+// discover returns the result of server/discover: the versions corral
+// speaks, its capabilities and its instructions, once every server's first
+// start has ended (or ctx has).
+func (o *offer) discover(ctx context.Context) map[string]any {
+	o.waitFirstStarts(ctx)
+	caps := o.capabilities()
+	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
+	res := map[string]any{
+		"supportedVersions": allVersions(),
+		"capabilities":      caps,
+		"_meta":             serverInfoMeta(),
+	}
+	if in := o.instructions(); in != "" {
+		res["instructions"] = in
+	}
+	return res
+}
+
+// routeByName routes a request whose params name an item of kind k: to the
+// server that offers it, with the server's own name for it in the params.
+func (o *offer) routeByName(ctx context.Context, v *view, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := o.itemByName(ctx, v, msg.Method, k, name)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	params := msg.Params
+	if orig != name {
+		params = setMember(params, routeName, orig)
+	}
+	return b, params, nil
+}
+
+// routeByURI routes a request whose params hold a resource URI: to the
+// server that serves it, with the server's own URI in the params.
+func (o *offer) routeByURI(ctx context.Context, v *view, msg *wireMsg, uri string) (*backend, json.RawMessage, *wireError) {
+	b, orig, werr := o.itemByURI(ctx, v, msg.Method, uri)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	params := msg.Params
+	if orig != uri {
+		params = setMember(params, routeURI, orig)
+	}
+	return b, params, nil
+}
+
+// routeByRef routes a completion by its ref, a prompt's name or a resource
+// (template) URI: to the server that offers it, with the server's own name
+// or URI in the ref.
+func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(msg.Params, &fields)
+	var ref map[string]json.RawMessage
+	json.Unmarshal(fields[routeRef], &ref)
+	var b *backend
+	var werr *wireError
+	switch refType {
+	case "ref/prompt":
+		var orig string
+		if b, orig, werr = o.itemByName(ctx, v, msg.Method, kindPrompt, refName); werr == nil {
+			ref[routeName], _ = json.Marshal(orig)
+		}
+	case "ref/resource":
+		var orig string
+		if it := o.lookup(ctx, kindTemplate, refURI); it != nil && v.sees(kindTemplate, it.backend.name, it.name) {
+			b, orig = it.backend, it.orig
+		} else {
+			b, orig, werr = o.itemByURI(ctx, v, msg.Method, refURI)
+		}
+		if werr == nil {
+			ref[routeURI], _ = json.Marshal(orig)
+		}
+	default:
+		werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, refType)}
+	}
+	if werr != nil {
+		return nil, nil, werr
+	}
+	fields[routeRef], _ = json.Marshal(ref)
+	params, _ := json.Marshal(fields)
+	return b, params, nil
+}
+
+// itemByName returns the server that offers the item of kind k clients call
+// name, and the server's own name for it, or the error to answer method
+// with. An item outside view v is unknown.
+func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*backend, string, *wireError) {
+	if name == "" {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
+	}
+	it := o.lookup(ctx, k, name)
+	if it == nil || !v.sees(k, it.backend.name, it.name) {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(k, name)}
+	}
+	return it.backend, it.orig, nil
+}
+
+// itemByURI returns the server that serves the resource URI uri, and the
+// server's own URI for it, or the error to answer method with. A URI of a
+// server's that view v does not see is not found.
+func (o *offer) itemByURI(ctx context.Context, v *view, method string, uri string) (*backend, string, *wireError) {
+	if uri == "" {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
+	}
+	b, orig := o.resolveURI(ctx, uri)
+	if b == nil || !v.sees(kindResource, b.name, uri) {
+		return nil, "", &wireError{Code: codeResourceNotFound, Message: o.unknown(kindResource, uri) + ", and no resource template matches it"}
+	}
+	return b, orig, nil
+}
+
+// routeTo is route with the params decoded: name, uri, and a completion's
+// ref. The method's routing member (see methods) says which of them routes
+// it.
+func (o *offer) routeTo(ctx context.Context, v *view, msg *wireMsg, name, uri, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
+	info := methods[msg.Method]
+	var b *backend
+	var params json.RawMessage
+	var werr *wireError
+	switch info.member {
+	case routeName:
+		b, params, werr = o.routeByName(ctx, v, msg, info.kind, name)
+	case routeURI:
+		b, params, werr = o.routeByURI(ctx, v, msg, uri)
+	default:
+		b, params, werr = o.routeByRef(ctx, v, msg, refType, refName, refURI)
+	}
+	if werr != nil {
+		return nil, nil, werr
+	}
+	if info.capability != "" && b.capabilities()[info.capability] == nil {
+		return nil, nil, &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf("server %q does not offer %s", b.name, info.capability)}
+	}
+	return b, params, nil
 }

@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 )
 
 // The steps of the router: what Gateway.handle does with a request of
-// either era, and how Gateway.routeTo finds the server a forwarded request
-// goes to, by the method's routing member (see methods in protocol.go).
+// either era (Gateway.serve); offer.routeTo finds the server a forwarded
+// request goes to, by the method's routing member (see methods in
+// protocol.go), within the view of the request's principal.
 
 // inbound is one request from a client in corral's one internal form: the
 // message, the era it came in, and what the era decides. The era layer
@@ -101,9 +100,9 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opPing:
 		result = json.RawMessage("{}")
 	case opDiscover:
-		result = g.discover(ctx)
+		result = g.offer.discover(ctx)
 	case opList:
-		result, err = g.list(ctx, s.who.view, info.kind, msg.Params, in.rules.ownMeta())
+		result, err = g.offer.list(ctx, s.who.view, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
 		b, params, token, werr := g.route(ctx, s.who.view, msg)
 		if werr == nil {
@@ -149,115 +148,4 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		raw, _ = json.Marshal(result)
 	}
 	return in.rules.result(msg.ID, raw, info.cacheable)
-}
-
-// discover returns the result of server/discover: the versions corral
-// speaks, its capabilities and its instructions, once every server's first
-// start has ended (or ctx has).
-func (g *Gateway) discover(ctx context.Context) map[string]any {
-	g.waitFirstStarts(ctx)
-	caps := g.capabilities()
-	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
-	res := map[string]any{
-		"supportedVersions": allVersions(),
-		"capabilities":      caps,
-		"_meta":             serverInfoMeta(),
-	}
-	if in := g.instructions(); in != "" {
-		res["instructions"] = in
-	}
-	return res
-}
-
-// routeByName routes a request whose params name an item of kind k: to the
-// server that offers it, with the server's own name for it in the params.
-func (g *Gateway) routeByName(ctx context.Context, v *view, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
-	b, orig, werr := g.itemByName(ctx, v, msg.Method, k, name)
-	if werr != nil {
-		return nil, nil, werr
-	}
-	params := msg.Params
-	if orig != name {
-		params = setMember(params, routeName, orig)
-	}
-	return b, params, nil
-}
-
-// routeByURI routes a request whose params hold a resource URI: to the
-// server that serves it, with the server's own URI in the params.
-func (g *Gateway) routeByURI(ctx context.Context, v *view, msg *wireMsg, uri string) (*backend, json.RawMessage, *wireError) {
-	b, orig, werr := g.itemByURI(ctx, v, msg.Method, uri)
-	if werr != nil {
-		return nil, nil, werr
-	}
-	params := msg.Params
-	if orig != uri {
-		params = setMember(params, routeURI, orig)
-	}
-	return b, params, nil
-}
-
-// routeByRef routes a completion by its ref, a prompt's name or a resource
-// (template) URI: to the server that offers it, with the server's own name
-// or URI in the ref.
-func (g *Gateway) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, refName, refURI string) (*backend, json.RawMessage, *wireError) {
-	var fields map[string]json.RawMessage
-	json.Unmarshal(msg.Params, &fields)
-	var ref map[string]json.RawMessage
-	json.Unmarshal(fields[routeRef], &ref)
-	var b *backend
-	var werr *wireError
-	switch refType {
-	case "ref/prompt":
-		var orig string
-		if b, orig, werr = g.itemByName(ctx, v, msg.Method, kindPrompt, refName); werr == nil {
-			ref[routeName], _ = json.Marshal(orig)
-		}
-	case "ref/resource":
-		var orig string
-		if it := g.lookup(ctx, kindTemplate, refURI); it != nil && v.sees(kindTemplate, it.backend.name, it.name) {
-			b, orig = it.backend, it.orig
-		} else {
-			b, orig, werr = g.itemByURI(ctx, v, msg.Method, refURI)
-		}
-		if werr == nil {
-			ref[routeURI], _ = json.Marshal(orig)
-		}
-	default:
-		werr = &wireError{Code: codeInvalidParams, Message: fmt.Sprintf(`completion/complete: unknown ref type %q; want "ref/prompt" or "ref/resource"`, refType)}
-	}
-	if werr != nil {
-		return nil, nil, werr
-	}
-	fields[routeRef], _ = json.Marshal(ref)
-	params, _ := json.Marshal(fields)
-	return b, params, nil
-}
-
-// itemByName returns the server that offers the item of kind k clients call
-// name, and the server's own name for it, or the error to answer method
-// with. An item outside view v is unknown.
-func (g *Gateway) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*backend, string, *wireError) {
-	if name == "" {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
-	}
-	it := g.lookup(ctx, k, name)
-	if it == nil || !v.sees(k, it.backend.name, it.name) {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: g.unknown(k, name)}
-	}
-	return it.backend, it.orig, nil
-}
-
-// itemByURI returns the server that serves the resource URI uri, and the
-// server's own URI for it, or the error to answer method with. A URI of a
-// server's that view v does not see is not found.
-func (g *Gateway) itemByURI(ctx context.Context, v *view, method string, uri string) (*backend, string, *wireError) {
-	if uri == "" {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
-	}
-	b, orig := g.resolveURI(ctx, uri)
-	if b == nil || !v.sees(kindResource, b.name, uri) {
-		return nil, "", &wireError{Code: codeResourceNotFound, Message: g.unknown(kindResource, uri) + ", and no resource template matches it"}
-	}
-	return b, orig, nil
 }

@@ -320,7 +320,7 @@ func TestRefusedServerRequestsAreLoggedAtABoundedRateWithACountOfTheRest(t *test
 		// No client calls the server: each of its requests is refused.
 		flood := func(n int) {
 			for i := range n {
-				g.serverRequest(b, m, &wireMsg{ID: json.RawMessage(fmt.Sprint(i + 1)), Method: "sampling/createMessage", Params: json.RawMessage(`{}`)})
+				g.events.serverRequest(b, m, &wireMsg{ID: json.RawMessage(fmt.Sprint(i + 1)), Method: "sampling/createMessage", Params: json.RawMessage(`{}`)})
 			}
 		}
 		flood(1000)
