@@ -18,20 +18,26 @@ import (
 // ping and tools/list itself and routes tools/call to the backend that owns
 // the tool. Its methods are safe for concurrent use.
 //
-// Gateway holds the wiring (config, backends, catalog, health) and routes
-// over the catalog; each other concern has its own type and lock: the
-// sessions (session.go), their subscriptions (subscriptions.go) and tasks
-// (tasks.go), the servers' requests to clients (serverrequests.go), and the
-// session-scoped servers' processes (scope.go).
+// Gateway holds the wiring (config, backends, catalog, health) and the
+// route; each other concern has its own type and lock: the sessions
+// (session.go), their subscriptions (subscriptions.go) and tasks
+// (tasks.go), the servers' requests to clients (serverrequests.go), the
+// session-scoped servers' processes (scope.go), what clients are offered
+// (offer.go) and what the backends report (gatewayEvents).
 //
-// Lock order, where locks nest: reloadMu (held while Reload stops and
-// starts backends), then catMu (held while a rebuild reads the backends
-// and tells the sessions), then any of g.mu, a backend's mu, and
-// sessionSet.mu, under which a session's mu is taken. g.mu, a session's
-// mu, subscriptions.mu, parkedExchanges.mu and taskTable.mu are leaves:
-// each is held only to read or change its own fields, never while another
-// lock is taken, a session is sent a message or a server is called. No lock of the
-// gateway's is taken while a backend's mu is held.
+// Lock order, the one order of the locks that nest (each type's doc says
+// its part of it): reloadMu (held while Reload stops and starts backends),
+// then catMu (held while a rebuild reads the backends and tells the
+// sessions), then any of g.mu, a backend's mu and sessionSet.mu. Under a
+// backend's mu its lazyState.mu and its upstream's mu are taken. A
+// session's mu is taken under sessionSet.mu, the HTTP front end's mu
+// (expireIdle) or an instancePool's mu, and only callingSessions.mu is
+// taken under it. These are leaves, held only to read or change their own
+// fields, never while another lock is taken, a session is sent a message
+// or a server is called: g.mu, callingSessions.mu, lazyState.mu,
+// catalog.mu, scopedServers.mu, subscriptions.mu, parkedExchanges.mu,
+// taskTable.mu and registry.mu. No lock of the gateway's is taken while a
+// backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
 	log      *slog.Logger
