@@ -235,6 +235,15 @@ func markedSleeper(t *testing.T, instance, server string) (pid int, uid uint32) 
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
+	// Start returns once execve is past its point of no return, which comes
+	// before the kernel has set up the new program's environment: until then
+	// /proc/PID/environ reads empty, and a sweep would find no marker (seen
+	// on a loaded machine).
+	environ := fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid)
+	waitFor(t, 10*time.Second, "the sleeper's environment", func() bool {
+		data, _ := os.ReadFile(environ)
+		return len(data) > 0
+	})
 	return cmd.Process.Pid, uid
 }
 
