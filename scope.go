@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Server scopes. A server with "scope": "session" runs one process for
@@ -115,8 +117,9 @@ type instancePool struct {
 
 	mu        sync.Mutex
 	bySession map[*session]*backend
-	next      int  // the number of the last session's backend
-	closed    bool // stop began: no backend starts any more
+	lastCall  map[*session]time.Time // when each session's last call to the server began
+	next      int                    // the number of the last session's backend
+	closed    bool                   // stop began: no backend starts any more
 	// stopping counts the backends of ended sessions (and, once stop
 	// began, every backend) still being stopped: their processes count
 	// against maxInstances until they are gone.
@@ -132,7 +135,7 @@ type instancePool struct {
 // newCatalog returns the catalog backend of a session-scoped server, with
 // its pool: build makes it, not started, reporting to events.
 func (ss *scopedServers) newCatalog(build func(events backendEvents) *backend) *backend {
-	p := &instancePool{ss: ss, log: ss.log, bySession: map[*session]*backend{}, freed: make(chan struct{})}
+	p := &instancePool{ss: ss, log: ss.log, bySession: map[*session]*backend{}, lastCall: map[*session]time.Time{}, freed: make(chan struct{})}
 	p.catalog = build(probeEvents{ss.events, p})
 	p.catalog.scope = &backendScope{}
 	ss.add(p)
@@ -195,7 +198,11 @@ func (ss *scopedServers) end(s *session) {
 // holds the slot s needs, get blocks until one is gone or ctx ends.
 func (p *instancePool) get(ctx context.Context, s *session) (*backend, *wireError) {
 	for {
-		b, freed, werr := p.tryGet(s)
+		within := time.Duration(math.MaxInt64)
+		if deadline, ok := ctx.Deadline(); ok {
+			within = time.Until(deadline)
+		}
+		b, freed, werr := p.tryGet(s, within)
 		if freed == nil {
 			return b, werr
 		}
@@ -208,12 +215,15 @@ func (p *instancePool) get(ctx context.Context, s *session) (*backend, *wireErro
 }
 
 // tryGet is get without waiting: when only processes of ended sessions
-// hold the slot s needs, it returns the error for s along with the channel
-// closed when one is gone.
-func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError) {
+// hold the slot s needs, or a session that makes no call will have held it
+// idle for sessionIdleTimeout within the time get may still wait, it
+// returns the error for s along with the channel closed when a slot may be
+// had.
+func (p *instancePool) tryGet(s *session, within time.Duration) (*backend, <-chan struct{}, *wireError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b := p.bySession[s]; b != nil {
+		p.lastCall[s] = time.Now()
 		return b, nil, nil
 	}
 	ended := s.hasEnded()
@@ -225,6 +235,17 @@ func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError
 		return nil, nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
 	case c.scope.instances.Load() >= int64(max):
 		werr := unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
+		var soon time.Duration
+		if p.stopping == 0 {
+			soon = p.reclaimIdle(time.Duration(p.ss.config().SessionIdleTimeout))
+		}
+		if p.stopping == 0 && soon > 0 && soon < within {
+			// A session that makes no call holds the place: it is
+			// reclaimed then, if it still makes none.
+			ready := make(chan struct{})
+			time.AfterFunc(soon, func() { close(ready) })
+			return nil, ready, werr
+		}
 		if p.stopping > 0 {
 			return nil, p.freed, werr // an ended session's process, going
 		}
@@ -236,8 +257,54 @@ func (p *instancePool) tryGet(s *session) (*backend, <-chan struct{}, *wireError
 	b.lineBufs = c.lineBufs
 	c.scope.instances.Add(1)
 	p.bySession[s] = b
+	p.lastCall[s] = time.Now()
 	b.start()
 	return b, nil, nil
+}
+
+// reclaimIdle frees, for a session that waits for a slot, the slot of the
+// session whose last call to the server began longest ago, if that was
+// idle or more ago and the session has no call in flight: an open GET
+// stream keeps a session alive, and must not let it hold a process that
+// others wait for. Its process is stopped in the background, counted in
+// stopping until it is gone; the session's next call starts a new one.
+// When none can be freed yet, it returns how long until the first of the
+// sessions with no call in flight will have been idle that long, or zero
+// if every session has a call in flight. p.mu is held, and stop has not
+// begun.
+func (p *instancePool) reclaimIdle(idle time.Duration) (soon time.Duration) {
+	var victim *session
+	var oldest time.Time
+	for s := range p.bySession {
+		if s.inFlight() > 0 {
+			continue
+		}
+		last := p.lastCall[s]
+		if left := idle - time.Since(last); left > 0 {
+			if soon == 0 || left < soon {
+				soon = left
+			}
+			continue
+		}
+		if victim == nil || last.Before(oldest) {
+			victim, oldest = s, last
+		}
+	}
+	if victim == nil {
+		return soon
+	}
+	b := p.bySession[victim]
+	delete(p.bySession, victim)
+	delete(p.lastCall, victim)
+	p.stopping++
+	why := fmt.Sprintf("was stopped: its session made no call to it for %s (sessionIdleTimeout) and another session needs its place (maxInstances); the session's next call starts a new process", idle)
+	p.log.Warn("a session's process gives its place to another session", "server", p.catalog.name, "idle", time.Since(oldest).Round(time.Second))
+	p.stops.Add(1)
+	go func() {
+		defer p.stops.Done()
+		p.retire(b, nil, why)
+	}()
+	return 0
 }
 
 // lookup returns session s's backend of the server, or nil.
@@ -269,6 +336,7 @@ func (p *instancePool) end(s *session) {
 	p.mu.Lock()
 	b := p.bySession[s]
 	delete(p.bySession, s)
+	delete(p.lastCall, s)
 	if b != nil {
 		p.stopping++
 	}

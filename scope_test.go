@@ -494,3 +494,41 @@ func TestSessionScopeIdleStopStopsASessionsIdleProcessAndItsNextCallStartsAnothe
 		t.Errorf("the call after the idle stop reached pid %d, the stopped process", pid2)
 	}
 }
+
+func TestSessionScopeASessionThatOnlyHoldsAStreamGivesItsPlaceToOneThatCalls(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"sessionIdleTimeout":"1s","mcpServers":{"a": {"command":"FAKE","scope":"session","maxInstances":1,
+		"args":["-state","STATE","-name","a","-lifetime","2m"]}}}`)
+	holder := connect(t, tg.url)
+	pid1 := whoami(t, holder, "1")
+	p1 := sessionProcess(t, tg, holder)
+	// An open GET stream keeps the holder's session alive past
+	// sessionIdleTimeout, with its process.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", tg.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", holder.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET stream = %v, %v", resp, err)
+	}
+	defer resp.Body.Close()
+
+	caller := connect(t, tg.url)
+	start := time.Now()
+	m := caller.callTool("1", "whoami", `{}`)
+	if m.Error != nil {
+		t.Fatalf("a session's call while another session only holds a stream = %+v, want it to get that session's place once it has made no call for sessionIdleTimeout", m.Error)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("the call got a place after %s; want the holder's place taken only once it made no call for sessionIdleTimeout (1s)", took)
+	}
+	exited(t, p1, "the process of the session that only held a stream")
+	if pid2 := whoami(t, caller, "2"); pid2 == pid1 {
+		t.Errorf("the new session's call reached the holder's process %d", pid1)
+	}
+	// The holder is still a session: its next call waits for a place in
+	// turn and gets a process of its own once the caller is idle.
+	if m := holder.callTool("2", "whoami", `{}`); m.Error != nil {
+		t.Errorf("the holder's next call = %+v, want a new process once the caller has been idle for sessionIdleTimeout", m.Error)
+	}
+}
