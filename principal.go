@@ -22,7 +22,7 @@ type principal struct {
 	view *view
 }
 
-// The principals of today's front ends.
+// The principals of today's front ends: values, never changed.
 var (
 	stdioPrincipal     = principal{name: "stdio"}
 	anonymousPrincipal = principal{name: "anonymous"}
