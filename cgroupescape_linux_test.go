@@ -11,29 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for a log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startEscapingServer starts, in a cgroup of tree, a server (sh) whose child
 // moves itself into corral's own cgroup in every hierarchy, as a server of a
@@ -111,7 +92,7 @@ func checkEscaped(t *testing.T, p *process, escapee int) {
 func TestAChildThatLeftItsServersCgroupIsKilledWhenTheServerStops(t *testing.T) {
 	for name, tree := range needCgroups(t) {
 		t.Run(name, func(t *testing.T) {
-			var log syncBuffer
+			var log lockedBuffer
 			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), time.Hour) // no periodic look in time
 			p, escapee, escaped := startEscapingServer(t, tree, "leaky")
 			waitFor(t, 10*time.Second, "the child to escape", escaped)
@@ -131,7 +112,7 @@ func TestAChildThatLeftItsServersCgroupIsKilledWhenTheServerStops(t *testing.T) 
 func TestAChildThatLeftItsServersCgroupIsKilledWhileTheServerRuns(t *testing.T) {
 	for name, tree := range needCgroups(t) {
 		t.Run(name, func(t *testing.T) {
-			var log syncBuffer
+			var log lockedBuffer
 			const every = 50 * time.Millisecond
 			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), every)
 			p, escapee, _ := startEscapingServer(t, tree, "leaky")
@@ -169,7 +150,7 @@ func TestAServerThatLeftItsOwnCgroupIsKilled(t *testing.T) {
 	}
 	for name, tree := range needCgroups(t) {
 		t.Run(name, func(t *testing.T) {
-			var log syncBuffer
+			var log lockedBuffer
 			tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), 50*time.Millisecond)
 			// The server moves itself out first thing, before anything it
 			// starts could be seen in its cgroup.
@@ -202,7 +183,7 @@ func TestAShimHalfwayIntoItsCgroupsIsNotTakenForAnEscapee(t *testing.T) {
 	if tree == nil || tree.enforceable(Limits{Pids: 64}) != nil {
 		t.Skip("needs cgroup v1 with a pids hierarchy: only there does a shim join the server's cgroups one at a time")
 	}
-	var log syncBuffer
+	var log lockedBuffer
 	tree.watchEscapes(slog.New(slog.NewTextHandler(&log, nil)), time.Hour)
 	cg, err := tree.create("halfway", Limits{Pids: 64})
 	if err != nil {

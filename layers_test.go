@@ -28,10 +28,10 @@ import (
 	goparser "go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -365,12 +365,7 @@ func upwardUses(t *testing.T) []string {
 			return true
 		})
 	}
-	out := make([]string, 0, len(seen))
-	for v := range seen {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // lockMethods are the methods of sync.Mutex and sync.RWMutex that take or
@@ -408,12 +403,7 @@ func foreignLocks(t *testing.T) []string {
 			return true
 		})
 	}
-	out := make([]string, 0, len(seen))
-	for v := range seen {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // lockedField returns the struct field of package main that holds the mutex
