@@ -333,6 +333,22 @@ func TestTheCatalogCacheHoldsOneFilePerServer(t *testing.T) {
 	}
 }
 
+// startGatewayLogging starts a gateway with the config file at path, whose
+// servers record their state in dir, and returns it with its log. The
+// gateway is stopped, and dir's processes checked gone, when the test ends.
+func startGatewayLogging(t *testing.T, path, dir string) (*Gateway, *lockedBuffer) {
+	t.Helper()
+	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := new(lockedBuffer)
+	gw := NewGateway(cfg, slog.New(slog.NewTextHandler(log, nil)), nil)
+	gw.Start()
+	t.Cleanup(func() { gw.Stop(nil); requireGone(t, dir) })
+	return gw, log
+}
+
 // lockedBuffer is a log destination safe for concurrent use.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -358,14 +374,7 @@ func TestWithoutACacheDirectoryLazyServersAreListedAtStartupAndTheLogSaysWhyOnce
 	path := writeConfig(t, `{"mcpServers": {
 		"a": {"command": "FAKE", "start": "lazy", "args": ["-state", "STATE", "-lifetime", "2m", "-name", "a"]},
 		"b": {"command": "FAKE", "start": "lazy", "args": ["-state", "STATE", "-lifetime", "2m", "-name", "b"]}}}`, dir)
-	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log lockedBuffer
-	gw := NewGateway(cfg, slog.New(slog.NewTextHandler(&log, nil)), nil)
-	gw.Start()
-	t.Cleanup(func() { gw.Stop(nil); requireGone(t, dir) })
+	gw, log := startGatewayLogging(t, path, dir)
 	for _, b := range gw.backends {
 		waitState(t, b, stateIdle, 15*time.Second)
 		waitExit(t, lastProcess(t, b), "a lazy server listed at startup is stopped")

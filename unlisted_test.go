@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 )
@@ -11,14 +10,7 @@ func TestAServerThatDeclaresAListItDoesNotKnowIsStartedWithThatListEmpty(t *test
 	dir := stateDir(t)
 	path := writeConfig(t, `{"mcpServers": {"a": {"command": "FAKE",
 		"args": ["-state", "STATE", "-lifetime", "2m", "-unlisted", "resources,prompts"]}}}`, dir)
-	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log lockedBuffer
-	gw := NewGateway(cfg, slog.New(slog.NewTextHandler(&log, nil)), nil)
-	gw.Start()
-	t.Cleanup(func() { gw.Stop(nil); requireGone(t, dir) })
+	gw, log := startGatewayLogging(t, path, dir)
 	b := gw.backends[0]
 	<-b.firstDone
 	if h := b.health(); h.State != stateReady || h.Restarts != 0 {
