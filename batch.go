@@ -231,7 +231,7 @@ func (h *httpFrontEnd) streamBatch(w http.ResponseWriter, r *http.Request, s *ht
 				err = rc.Flush()
 			}
 			if err != nil {
-				h.logUnread(s.id, m.len(), err)
+				h.written(s.session, s.id, 0, m.len(), err)
 			}
 		}
 	}()
@@ -256,32 +256,4 @@ func (h *httpFrontEnd) streamBatch(w http.ResponseWriter, r *http.Request, s *ht
 	mu.Unlock()
 	close(out)
 	<-wrote
-}
-
-// serveBatch serves a batch the stdio client sent, if its session
-// negotiated 2025-03-26: the notifications and answers at once, the
-// requests concurrently, and their answers as one line, a JSON array, when
-// the last is ready (none if there is none to send). Anything else gets the
-// error that says why.
-func (f *stdioFrontEnd) serveBatch(line []byte) {
-	version := f.session.version()
-	if version != batchVersion {
-		f.lines <- stdioLine{msg: errorReply(nil, batchRefusal(version))}
-		return
-	}
-	msgs, werr := splitBatch(line, f.gw.config().MaxInFlightPerSession)
-	if werr != nil {
-		f.lines <- stdioLine{msg: errorReply(nil, werr)}
-		return
-	}
-	var answers []*reply
-	wait := startBatch(f.callCtx, f.gw, f.session, decodeBatchItems(msgs), nil, func(a *reply) { answers = append(answers, a) })
-	f.calls.Add(1)
-	go func() {
-		defer f.calls.Done()
-		wait()
-		if len(answers) > 0 {
-			f.send(nil, batchReply(answers))
-		}
-	}()
 }

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,8 +27,7 @@ const mcpPath = "/mcp"
 // for client messages, GET for the session's own stream of notifications,
 // DELETE to end a session. Its methods are safe for concurrent use.
 type httpFrontEnd struct {
-	gw       *Gateway
-	log      *slog.Logger
+	frontEnd
 	streams  atomic.Int64 // open GET streams, for /metrics
 	loopback bool         // the listener is on a loopback address: check Host
 
@@ -46,6 +44,7 @@ type httpSession struct {
 	*session
 	events chan []byte    // messages for the GET stream, made by eventQueue; dropped when full
 	sse    *sseFrontQueue // set for a legacy SSE session (ssefront.go), which /mcp does not serve
+	loop   *sessionLoop   // serves a legacy SSE session's calls; set with sse
 
 	lastUsed atomic.Int64 // when the last request came (Unix nanoseconds)
 	streams  atomic.Int32 // open GET streams
@@ -70,7 +69,7 @@ const sessionEventBuffer = 64
 // newHTTPFrontEnd returns the HTTP front end of gw. Loopback says the
 // listener is on a loopback address, so that Host headers are checked.
 func newHTTPFrontEnd(gw *Gateway, loopback bool, log *slog.Logger) *httpFrontEnd {
-	return &httpFrontEnd{gw: gw, log: log, loopback: loopback,
+	return &httpFrontEnd{frontEnd: frontEnd{gw: gw, log: log}, loopback: loopback,
 		sessions: map[string]*httpSession{}, closing: make(chan struct{})}
 }
 
@@ -230,13 +229,9 @@ func (h *httpFrontEnd) servePost(w http.ResponseWriter, r *http.Request) {
 		h.serveBatch(w, r, body)
 		return
 	}
-	msg, werr := decodeMessage(body)
-	if werr != nil {
-		var id json.RawMessage
-		if msg != nil {
-			id = msg.ID
-		}
-		writeJSONError(w, id, werr)
+	msg, refused := decodeClientMessage(body)
+	if refused != nil {
+		writeAnswer(w, http.StatusBadRequest, refused)
 		return
 	}
 	if msg.ID != nil && msg.Method != "" && claimsModern(msg.Params) {
@@ -348,21 +343,15 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 
 // sendAnswer writes a, the answer to the request id of session s, as JSON
 // with the status status gives it (see writeAnswer). It holds a until it is
-// written (unsent.go), and gives the client writeTimeout to take it: past
+// written (frontEnd.hold), and gives the client writeTimeout to take it: past
 // that, the write fails and net/http closes the connection. The log names
 // the session (sid, "" for a modern request) when a is dropped or not
 // taken in time. It blocks until a is written or has failed.
 func (h *httpFrontEnd) sendAnswer(w http.ResponseWriter, s *session, sid string, id json.RawMessage, a *reply, status func(*reply) int) {
-	held, n, refused := h.gw.sessions.holdAnswer(s, id, a)
-	if refused != "" {
-		h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", a.len(), "limit", refused)
-	}
+	held, n := h.hold(s, sid, id, a)
 	h.writeDeadline(http.NewResponseController(w))
 	err := writeAnswer(w, status(held), held)
-	h.gw.sessions.releaseAnswer(s, n)
-	if err != nil {
-		h.logUnread(sid, held.len(), err)
-	}
+	h.written(s, sid, n, held.len(), err)
 }
 
 // writeDeadline gives the writes to rc's connection writeTimeout from now:
@@ -373,17 +362,6 @@ func (h *httpFrontEnd) sendAnswer(w http.ResponseWriter, s *session, sid string,
 // of the connection.
 func (h *httpFrontEnd) writeDeadline(rc *http.ResponseController) {
 	rc.SetWriteDeadline(time.Now().Add(h.gw.config().WriteTimeout.D()))
-}
-
-// logUnread logs that a write of n bytes to the client of session sid ("" if
-// none) failed with err: the client did not take it within writeTimeout, or
-// went away.
-func (h *httpFrontEnd) logUnread(sid string, n int, err error) {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		h.log.Warn("a client did not read its answer within writeTimeout: its connection is closed and the answer dropped", "session", sid, "bytes", n, "writeTimeout", h.gw.config().WriteTimeout.D())
-		return
-	}
-	h.log.Debug("writing an answer failed: the client went away", "session", sid, "bytes", n, "err", err)
 }
 
 // writeJSONError answers 400 Bad Request with a JSON-RPC error for the
@@ -413,16 +391,10 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 		return answer, false
 	}
 	if answer != nil {
-		held, n, refused := h.gw.sessions.holdAnswer(s, in.msg.ID, answer)
-		if refused != "" {
-			h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", answer.len(), "limit", refused)
-		}
+		held, n := h.hold(s, sid, in.msg.ID, answer)
 		h.writeDeadline(http.NewResponseController(w))
 		_, err := writeSSEFrontReply(w, held) // the handler's return sends the end
-		h.gw.sessions.releaseAnswer(s, n)
-		if err != nil {
-			h.logUnread(sid, held.len(), err)
-		}
+		h.written(s, sid, n, held.len(), err)
 	}
 	return nil, true
 }
@@ -721,7 +693,7 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 				return
 			}
 			if err := rc.Flush(); err != nil {
-				h.logUnread(s.id, len(msg), err)
+				h.written(s.session, s.id, 0, len(msg), err)
 				return
 			}
 		case <-mine:

@@ -53,6 +53,7 @@ var layerTable = []layer{
 		"cpuprofile.go: a CPU profile when CORRAL_CPUPROFILE is set",
 	}},
 	{"front ends", "one MCP session per client over a transport, and the pages for people and monitors", []string{
+		"frontend.go: the steps every front end takes with a message (decode, era, handle, answer, drain, end); a transport implements framing only",
 		"http.go: Streamable HTTP, /mcp",
 		"httpbody.go: what every HTTP request goes through: size, Host, Origin, token",
 		"httpmodern.go: 2026-07-28 requests over HTTP",

@@ -111,7 +111,7 @@ func TestAViewHidesItemsFromListsAndFromTheRoute(t *testing.T) {
 
 func TestEachFrontEndSetsItsPrincipal(t *testing.T) {
 	t.Parallel()
-	h := &httpFrontEnd{gw: &Gateway{cfg: &Config{}}}
+	h := &httpFrontEnd{frontEnd: frontEnd{gw: &Gateway{cfg: &Config{}}}}
 	r := httptest.NewRequest("POST", "/mcp", nil)
 	if who, ok := h.authenticate(r); !ok || who != anonymousPrincipal {
 		t.Errorf("with no token configured, authenticate = %+v, %v; want the anonymous principal", who, ok)

@@ -38,57 +38,77 @@ const defaultSSEFrontQueueBytes = 16 << 20
 // bytes, so that a flood of small messages is bounded too.
 const sseFrontMessageOverhead = 64
 
-// sseFrontQueue is what a legacy SSE session has beyond an httpSession: the
-// queue of messages for its stream, and its calls in flight, each in a
-// goroutine of its own that the stream's handler joins. Its methods are
-// safe for concurrent use.
+// sseFrontQueue is the outlet of a legacy SSE session (see sessionLoop):
+// the queue of messages for its stream, which the stream's handler writes.
+// Its session's sessionLoop serves the calls, each in a goroutine of its
+// own that the handler joins. Its methods are safe for concurrent use.
 type sseFrontQueue struct {
-	ctx    context.Context // every call's context: cancelled when the session ends
-	cancel context.CancelFunc
-	calls  sync.WaitGroup // the calls in flight; Add only under mu, while !closed
+	loop *sessionLoop // releases the answers held; set once, before the first put
 
 	mu       sync.Mutex
-	queue    []*reply // for the stream, oldest first
+	queue    []queued // for the stream, oldest first
 	bytes    int64    // the size of queue, with sseFrontMessageOverhead each
 	max      int64    // the most bytes queue may hold
-	closed   bool     // no more calls: the session is ending or corral stopping
 	overflow bool     // the queue went over max: the session ends
 
 	ready chan struct{} // holds a token while queue is not empty
 	full  chan struct{} // closed when the queue goes over max
 }
 
+// queued is one message in an sseFrontQueue: an answer held for n bytes
+// (frontEnd.hold), or a message that is not (n is 0).
+type queued struct {
+	m *reply
+	n int64
+}
+
 // newSSEFrontQueue returns an empty queue that holds at most max bytes. With
 // the batch its stream is writing (see take), a session holds at most twice
 // that.
 func newSSEFrontQueue(max int64) *sseFrontQueue {
-	q := &sseFrontQueue{max: max, ready: make(chan struct{}, 1), full: make(chan struct{})}
-	q.ctx, q.cancel = context.WithCancel(context.Background())
-	return q
+	return &sseFrontQueue{max: max, ready: make(chan struct{}, 1), full: make(chan struct{})}
 }
 
-// push queues m for the stream. It never blocks: when the queue would go
-// over its bound (a client that reads too slowly), the queue is emptied and
-// full closed, which ends the session; a message alone in the queue is
-// always taken, whatever its size. After that, push drops what it is given.
-func (q *sseFrontQueue) push(m *reply) {
+// put queues m for the stream (outlet). It never blocks: when the queue
+// would go over its bound (a client that reads too slowly), the queue is
+// emptied and full closed, which ends the session; a message alone in the
+// queue is always taken, whatever its size. After that, put drops what it is
+// given. An answer dropped is released at once.
+func (q *sseFrontQueue) put(m *reply, n int64) {
+	for _, d := range q.push(queued{m, n}) {
+		q.release(d, nil)
+	}
+}
+
+// push queues e, or returns what the queue dropped (see put).
+func (q *sseFrontQueue) push(e queued) (dropped []queued) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.overflow {
-		return
+		return []queued{e}
 	}
-	n := int64(m.len()) + sseFrontMessageOverhead
+	n := int64(e.m.len()) + sseFrontMessageOverhead
 	if len(q.queue) > 0 && q.bytes+n > q.max {
 		q.overflow = true
+		dropped = append(q.queue, e)
 		q.queue, q.bytes = nil, 0
 		close(q.full)
-		return
+		return dropped
 	}
-	q.queue = append(q.queue, m)
+	q.queue = append(q.queue, e)
 	q.bytes += n
 	select {
 	case q.ready <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// release releases what e holds, once it is written or dropped (err says
+// why a write failed).
+func (q *sseFrontQueue) release(e queued, err error) {
+	if e.n > 0 {
+		q.loop.written(e.n, e.m.len(), err)
 	}
 }
 
@@ -101,35 +121,13 @@ func (q *sseFrontQueue) overflowed() bool {
 
 // take returns the messages queued so far, for the stream to write, and
 // empties the queue: what is being written no longer counts toward max.
-func (q *sseFrontQueue) take() []*reply {
+// Each must be released (see release) once written or dropped.
+func (q *sseFrontQueue) take() []queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := q.queue
 	q.queue, q.bytes = nil, 0
 	return out
-}
-
-// startCall reports whether a call may start, and counts it if so: false
-// once the session is ending.
-func (q *sseFrontQueue) startCall() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return false
-	}
-	q.calls.Add(1)
-	return true
-}
-
-// close refuses calls from now on, and returns a channel closed once the
-// calls in flight have returned. It may be called twice.
-func (q *sseFrontQueue) close() <-chan struct{} {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	idle := make(chan struct{})
-	go func() { q.calls.Wait(); close(idle) }() // ends with the last call, which serveSSEFront waits for
-	return idle
 }
 
 // serveLegacySSE serves the paths of the legacy HTTP+SSE transport, once
@@ -172,11 +170,14 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
 	}
 	h.endSession(s)
-	s.sse.cancel()
+	s.loop.cancel()
 	if idle == nil {
-		idle = s.sse.close()
+		idle = s.loop.close()
 	}
 	<-idle
+	for _, e := range s.sse.take() { // the calls have returned: no answer comes after these
+		s.sse.release(e, nil)
+	}
 }
 
 // newSSEFrontSession opens a legacy SSE session of who's, or returns nil
@@ -189,7 +190,12 @@ func (h *httpFrontEnd) newSSEFrontSession(who principal) *httpSession {
 	}
 	s := &httpSession{sse: newSSEFrontQueue(max)}
 	s.streams.Add(1)
-	return h.addSession(s, who, func(msg []byte) { s.sse.push(&reply{head: msg}) })
+	if h.addSession(s, who, func(msg []byte) { s.sse.put(&reply{head: msg}, 0) }) == nil {
+		return nil
+	}
+	s.loop = newSessionLoop(h.frontEnd, s.session, s.id, s.sse, false)
+	s.sse.loop = s.loop
+	return s
 }
 
 // pumpSSEFront writes the endpoint event, then the session's messages as
@@ -229,14 +235,17 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 	closing := h.closing
 	drained := false // the calls have returned: write what is left, then end
 	for {
-		for _, m := range q.take() {
+		for es := q.take(); len(es) > 0; es = es[1:] {
 			h.writeDeadline(rc)
 			if q.overflowed() { // pumpSSEFront's cut must not be undone
+				releaseAll(q, es, nil)
 				return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
 			}
-			if _, err := writeSSEFrontReply(w, m); err != nil {
+			if _, err := writeSSEFrontReply(w, es[0].m); err != nil {
+				releaseAll(q, es, err)
 				return idle, h.writeFailure(q, err)
 			}
+			q.release(es[0], nil)
 		}
 		if err := rc.Flush(); err != nil {
 			return idle, h.writeFailure(q, err)
@@ -255,10 +264,19 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 		case <-closing:
 			// Calls in flight may finish within shutdownTimeout, their
 			// answers written; then the stream ends.
-			closing, idle = nil, q.close()
+			closing, idle = nil, s.loop.close()
 		case <-idle:
 			drained = true
 		}
+	}
+}
+
+// releaseAll releases the messages es, which the stream will not write: its
+// first failed with err.
+func releaseAll(q *sseFrontQueue, es []queued, err error) {
+	for _, e := range es {
+		q.release(e, err)
+		err = nil
 	}
 }
 
@@ -312,39 +330,25 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	s.lastUsed.Store(time.Now().UnixNano())
-	msg, werr := decodeMessage(body)
-	if werr != nil {
-		var id []byte
-		if msg != nil {
-			id = msg.ID
-		}
-		writeJSONError(w, id, werr)
+	msg, refused := decodeClientMessage(body)
+	if refused != nil {
+		writeAnswer(w, http.StatusBadRequest, refused)
 		return
 	}
 	if !checkLegacyVersion(w, r, msg) {
 		return
 	}
-	in := legacyInbound(msg)
-	if msg.ID == nil || msg.Method == "" {
-		h.gw.handle(r.Context(), s.session, in, nil)
-		w.WriteHeader(http.StatusAccepted)
-		return
+	if msg.ID != nil && msg.Method != "" {
+		select {
+		case <-h.closing:
+			writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, "corral is shutting down; calls in flight finish, new ones are refused")
+			return
+		default:
+		}
 	}
-	select {
-	case <-h.closing:
-		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, "corral is shutting down; calls in flight finish, new ones are refused")
-		return
-	default:
-	}
-	if !s.sse.startCall() {
+	if !s.loop.dispatch(msg) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "the session has ended; open a new one with GET "+sseFrontPath)
 		return
 	}
-	go func() { // joined by serveSSEFront, through startCall and close
-		defer s.sse.calls.Done()
-		if a := h.gw.handle(s.sse.ctx, s.session, in, nil); a != nil {
-			s.sse.push(a)
-		}
-	}()
 	w.WriteHeader(http.StatusAccepted)
 }

@@ -583,3 +583,23 @@ func TestLegacySSEClientThatStopsReadingIsCutOffAfterWriteTimeout(t *testing.T) 
 	}
 	waitFor(t, 10*time.Second, "the stream to be uncounted", func() bool { return metric(t, f.base, "corral_event_streams") == "0" })
 }
+
+func TestLegacySSEAnswerWaitingOnTheStreamIsHeldUntilWrittenThenReleased(t *testing.T) {
+	t.Parallel()
+	f := startSSEFront(t, `{"writeTimeout":"2s","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`, 64<<20)
+	c := dialSSEFront(t, f.base, "", false) // reads the endpoint event, then nothing
+	_, sid, _ := strings.Cut(c.endpoint, "sessionId=")
+	// 24 MiB: more than the kernel's buffers take, so its write blocks.
+	if code, b := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":25165824}}}`); code != http.StatusAccepted {
+		t.Fatalf("POST = %d %s", code, b)
+	}
+	waitFor(t, 10*time.Second, "the unread answer to be held for the session", func() bool {
+		count, bytes := f.h.sessionUnsent(sid)
+		return count == 1 && bytes > 24<<20
+	})
+	f.log.wait(`legacy SSE session ended: the client did not read a message within writeTimeout`)
+	if n := f.gw.sessions.unsent.load(); n != 0 { // the session is gone: only the total is left to see
+
+		t.Errorf("after the stream was cut, the answers held by every session = %d bytes, want 0", n)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -17,20 +16,14 @@ import (
 	"time"
 )
 
-// stdioFrontEnd serves one session on a pair of streams. It lives for one
+// stdioFrontEnd is the framing of one session on a pair of streams: a line
+// per message each way. Its sessionLoop serves the session. It lives for one
 // call of serveStdio; its fields are set before the goroutines it starts
 // read them.
 type stdioFrontEnd struct {
-	gw    *Gateway
-	log   *slog.Logger
+	frontEnd
 	drain time.Duration // how long calls in flight may take once ctx ends
-
-	// callCtx is every call's context: cancelled when the client is gone.
-	callCtx     context.Context
-	cancelCalls context.CancelFunc
-	calls       sync.WaitGroup // the requests in flight, one goroutine each
-
-	session *session
+	loop  *sessionLoop
 
 	// lines goes to the writer, which owns out. It is closed once, under
 	// linesMu, when no call is left to send on it; notify drops what comes
@@ -41,7 +34,7 @@ type stdioFrontEnd struct {
 }
 
 // stdioLine is one message for the writer: an answer held until it is
-// written (see sessionSet.holdAnswer), or a message that is not (held is 0).
+// written (see frontEnd.hold), or a message that is not (held is 0).
 type stdioLine struct {
 	msg  *reply
 	held int64
@@ -62,11 +55,11 @@ type stdinRead struct {
 // until every call it started has returned and everything written has been
 // flushed to out.
 func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
-	f := &stdioFrontEnd{gw: gw, log: log, drain: drain, lines: make(chan stdioLine, relatedBuffer)}
-	f.callCtx, f.cancelCalls = context.WithCancel(context.Background())
-	defer f.cancelCalls()
+	f := &stdioFrontEnd{frontEnd: frontEnd{gw: gw, log: log}, drain: drain, lines: make(chan stdioLine, relatedBuffer)}
+	s := gw.sessions.newSession(f.notify, stdioPrincipal)
+	f.loop = newSessionLoop(f.frontEnd, s, "stdio", f, true)
+	defer f.loop.cancel()
 	writerDone := f.startWriter(out)
-	f.session = gw.sessions.newSession(f.notify, stdioPrincipal)
 	reads := f.startReader(in, maxLine)
 	f.serve(ctx, reads)
 	f.finish(writerDone)
@@ -84,15 +77,24 @@ func (f *stdioFrontEnd) startWriter(out io.Writer) <-chan struct{} {
 		for l := range f.lines {
 			l.msg.WriteTo(bw)
 			bw.WriteByte('\n')
-			if err := bw.Flush(); err != nil {
+			err := bw.Flush()
+			if err != nil {
 				f.log.Warn("writing to stdout", "err", err)
 			}
 			if l.held > 0 {
-				f.gw.sessions.releaseAnswer(f.session, l.held)
+				f.loop.written(l.held, l.msg.len(), nil) // a failed write is logged above
 			}
 		}
 	}()
 	return done
+}
+
+// put passes m to the writer (outlet): a client that stops reading corral's
+// stdout has its session refuse new calls (see sessionSet.holdAnswer) rather
+// than make corral hold their answers without end. It blocks while the
+// writer is behind.
+func (f *stdioFrontEnd) put(m *reply, held int64) {
+	f.lines <- stdioLine{msg: m, held: held}
 }
 
 // notify sends a message of the session to the client, or drops it when the
@@ -124,7 +126,7 @@ func (f *stdioFrontEnd) startReader(in io.Reader, maxLine int) <-chan stdinRead 
 			line, err := lr.next()
 			select {
 			case reads <- stdinRead{line, err}:
-			case <-f.callCtx.Done():
+			case <-f.loop.ctx.Done():
 				return
 			}
 			if err != nil && !isTooLong(err) {
@@ -155,12 +157,11 @@ func (f *stdioFrontEnd) serve(ctx context.Context, reads <-chan stdinRead) {
 // cuts off the rest.
 func (f *stdioFrontEnd) drainCalls() {
 	f.gw.EndStreams()
-	done := make(chan struct{})
-	go func() { f.calls.Wait(); close(done) }() // ends with the last call; finish waits for them too
+	idle := f.loop.close()
 	t := time.NewTimer(f.drain)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-idle:
 	case <-t.C:
 		f.log.Warn("calls still in flight at the end of shutdownTimeout are cut off")
 		f.gw.CutOff()
@@ -173,7 +174,7 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 	var tooLong *lineTooLongError
 	switch {
 	case errors.As(r.err, &tooLong):
-		f.lines <- stdioLine{msg: errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()})}
+		f.put(errorReply(tooLong.id, &wireError{Code: codeInvalidRequest, Message: tooLong.Error()}), 0)
 		return true
 	case r.err == io.EOF:
 		f.log.Info("stdin closed: the client has gone")
@@ -186,63 +187,26 @@ func (f *stdioFrontEnd) serveLine(r stdinRead) bool {
 		return true
 	}
 	if isBatch(r.line) {
-		f.serveBatch(r.line)
-		return true
-	}
-	msg, werr := decodeMessage(r.line)
-	if werr != nil {
-		var id json.RawMessage
-		if msg != nil {
-			id = msg.ID
+		if refused := f.loop.serveBatch(r.line); refused != nil {
+			f.put(refused, 0)
 		}
-		f.lines <- stdioLine{msg: errorReply(id, werr)}
 		return true
 	}
-	f.dispatch(msg)
+	msg, refused := decodeClientMessage(r.line)
+	if refused != nil {
+		f.put(refused, 0)
+		return true
+	}
+	f.loop.dispatch(msg)
 	return true
-}
-
-// dispatch hands a message to the gateway in the internal form (era.go): a
-// notification or an answer to a server's request at once, a request, whose
-// own params say its era, in a goroutine of its own, joined by finish,
-// whose answer goes to the writer.
-func (f *stdioFrontEnd) dispatch(msg *wireMsg) {
-	if msg.ID == nil || msg.Method == "" {
-		f.gw.handle(f.callCtx, f.session, legacyInbound(msg), nil)
-		return
-	}
-	f.calls.Add(1)
-	go func() {
-		defer f.calls.Done()
-		in, werr := inboundOf(msg) // the request's era, from its params
-		if werr != nil {
-			f.lines <- stdioLine{msg: errorReply(msg.ID, werr)}
-			return
-		}
-		if answer := f.gw.handle(f.callCtx, f.session, in, nil); answer != nil {
-			f.send(msg.ID, answer)
-		}
-	}()
-}
-
-// send passes answer, to the request id, to the writer, held until it is
-// written: a client that stops reading corral's stdout has its session refuse
-// new calls (see sessionSet.holdAnswer) rather than make corral hold their
-// answers without end. It blocks while the writer is behind.
-func (f *stdioFrontEnd) send(id []byte, answer *reply) {
-	held, n, refused := f.gw.sessions.holdAnswer(f.session, id, answer)
-	if refused != "" {
-		f.log.Warn("dropped an answer: the client does not read its answers", "session", "stdio", "bytes", answer.len(), "limit", refused)
-	}
-	f.lines <- stdioLine{msg: held, held: n}
 }
 
 // finish cancels the calls still in flight, ends the session, waits for
 // every call, then closes lines and waits for the writer to flush them.
 func (f *stdioFrontEnd) finish(writerDone <-chan struct{}) {
-	f.cancelCalls()
-	f.gw.sessions.endSession(f.session)
-	f.calls.Wait()
+	f.loop.cancel()
+	f.gw.sessions.endSession(f.loop.s)
+	f.loop.end()
 	f.linesMu.Lock()
 	f.linesClosed = true
 	close(f.lines)
