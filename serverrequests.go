@@ -114,6 +114,14 @@ func (o *outbound) release() bool {
 // maxServerRequestsPerSession of the session's, wait for an answer. Called
 // on the mux's reading goroutine; it does not block, and logs at most a few
 // lines a second (mux.warn).
+//
+// The session is found among the callers of the requests in flight on m
+// (mux.callers), which the mux hands back as the *related it was given: the
+// mux's pending table is the one exact record of which clients' calls this
+// process is serving now, changed under one lock as calls are sent, answered
+// and retired at once by a crash. A table of its own here would have to be
+// kept in step with it through crashes and restarts, and could only be less
+// true.
 func (sr *serverRequests) serverRequest(b *backend, m *mux, msg *wireMsg) {
 	fail := func(code int, format string, args ...any) {
 		why := fmt.Sprintf(format, args...)
