@@ -593,7 +593,7 @@ func TestLegacySSEAnswerWaitingOnTheStreamIsHeldUntilWrittenThenReleased(t *test
 	if code, b := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":25165824}}}`); code != http.StatusAccepted {
 		t.Fatalf("POST = %d %s", code, b)
 	}
-	waitFor(t, 10*time.Second, "the unread answer to be held for the session", func() bool {
+	waitFor(t, 60*time.Second, "the unread answer to be held for the session", func() bool {
 		count, bytes := f.h.sessionUnsent(sid)
 		return count == 1 && bytes > 24<<20
 	})
