@@ -89,7 +89,7 @@ func (b *backend) startPrereq(pre *Prerequisite) (*prereqRun, error) {
 	r.proc, r.drained = p, make(chan struct{})
 	go func() {
 		defer close(r.drained)
-		drainLines(p.stdout, &p.tail, p.spec.log, p.spec.stderrLines, p.spec.stderrBytes)
+		drainLines(p.stdout, &p.tail, p.spec.log, nil, p.spec.stderrLines, p.spec.stderrBytes)
 	}()
 	r.log.Info("prerequisite started", "pid", p.pid, "managed", pre.managed())
 	if err := r.waitReady(b.gcfg.StartTimeout.D(), b.stopCh); err != nil {
