@@ -164,6 +164,7 @@ func TestStderrLevelOfServersLogLines(t *testing.T) {
 		`{"level": "WARNING","msg":"python"}`:        "WARN",
 		`{"severity":"ERROR","message":"cloud"}`:     "ERROR",
 		`{"msg":"level is 50","v":30}`:               "INFO",
+		`{"level":30,"msg":"set level=debug"}`:       "INFO",
 		"npm error code E404":                        "ERROR",
 		"npm ERR! 404 Not Found":                     "ERROR",
 		"npm warn exec The following package was...": "WARN",

@@ -441,7 +441,8 @@ func stderrLevel(line string) slog.Level {
 	if i := strings.IndexAny(word, " \t]>):|!"); i >= 0 {
 		word = word[:i]
 	}
-	for _, field := range []string{"level=", `"level":`, `"severity":`} {
+	// A JSON field first: a message may say "level=".
+	for _, field := range []string{`"level":`, `"severity":`, "level="} {
 		if i := strings.Index(l, field); i >= 0 {
 			word = strings.TrimLeft(l[i+len(field):], ` "`)
 			if j := strings.IndexAny(word, "\" ,}"); j >= 0 {
