@@ -304,3 +304,28 @@ func TestStdinClosedThenSIGTERMRunsTheWholeStopLadder(t *testing.T) {
 		}
 	}
 }
+
+func TestStdioLogsARestartingServersHealthOnceNotAtEveryRetry(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"restartDelay":"10ms","maxRestarts":4,"mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"missing": {"command":"corral-test-no-such-command"}}}`, "-stdio")
+	c.waitLog(`level=WARN msg=health status=degraded servers="a=ready missing=failed"`)
+	c.stdin.Close()
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d after stdin closed, want 0", code)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var health []string
+	for _, line := range c.log {
+		if strings.Contains(line, "msg=health") {
+			health = append(health, line)
+		}
+	}
+	// Once in backoff (unless it was failed before a was ready), once failed;
+	// not once for each of its five starts and moves to backoff.
+	if len(health) < 1 || len(health) > 2 {
+		t.Errorf("logged the health %d times:\n%s\nwant once or twice", len(health), strings.Join(health, "\n"))
+	}
+}
