@@ -48,8 +48,7 @@ func (b *backend) withPrereq(connect func(m *mux) (link, error)) func(m *mux) (l
 	return func(m *mux) (link, error) {
 		r, err := b.startPrereq(pre)
 		if err != nil {
-			b.log.Error("cannot start", "err", err)
-			return link{}, err
+			return link{}, err // run logs it, with the plan of retries
 		}
 		l, err := connect(m)
 		if err != nil {
