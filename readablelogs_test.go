@@ -106,6 +106,9 @@ exit 1
 	if strings.Contains(got, "A complete log") {
 		t.Errorf("logged %s\nwhich quotes npm's boilerplate", got)
 	}
+	if lines, _ := log.linesMatching(0, `A complete log`); len(lines) != 1 || !strings.Contains(lines[0], "level=DEBUG") {
+		t.Errorf("npm's boilerplate is logged as\n%s\nwant once, at debug level", strings.Join(lines, ""))
+	}
 }
 
 func TestFailureLineSkipsBoilerplate(t *testing.T) {

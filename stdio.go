@@ -309,8 +309,9 @@ func (p *process) drainStderr() {
 // line goes to tail, and to log as long as the server stays within lineRate
 // lines and byteRate bytes a second (see stderrLimit). It never stops
 // reading, so a server that writes much to stderr is never blocked by
-// corral, nor can it flood corral's log. While quiet, if not nil, is set,
-// every line is logged at debug level. It returns once the lines it left out
+// corral, nor can it flood corral's log. Boilerplate lines (see
+// isBoilerplate) are logged at debug level, and so is every line while
+// quiet, if not nil, is set. It returns once the lines it left out
 // of the log have been counted in it.
 func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, quiet *atomic.Bool, lineRate, byteRate int) {
 	limit := newStderrLimit(lineRate, byteRate, func(lines, bytes int) {
@@ -326,7 +327,7 @@ func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, quiet *atomic.Boo
 			tail.add(s)
 			if limit.allow(time.Now(), len(s)) {
 				level := stderrLevel(s)
-				if quiet != nil && quiet.Load() {
+				if quiet != nil && quiet.Load() || isBoilerplate(s) {
 					level = slog.LevelDebug
 				}
 				log.Log(context.Background(), level, "stderr: "+s)
