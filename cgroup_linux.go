@@ -225,6 +225,30 @@ func (t *cgroupTree) describe() string {
 	return "each server in a cgroup of its own in the cgroup v1 hierarchies " + strings.Join(cs, ", ")
 }
 
+// summary says in a few words how servers are contained, for the line
+// corral logs at start: "cgroup v2 (delegated), limits: memory, pids", or
+// "off" (describe says why, and where).
+func (t *cgroupTree) summary() string {
+	if !t.on() {
+		return "off"
+	}
+	version := "cgroup v1"
+	if t.v2 {
+		version = "cgroup v2"
+		if os.Geteuid() != 0 {
+			version += " (delegated)"
+		}
+	}
+	var cs []string
+	for c := range t.own {
+		if c != "" && c != "freezer" {
+			cs = append(cs, c)
+		}
+	}
+	slices.Sort(cs)
+	return version + ", limits: " + cmpOrNone(strings.Join(cs, ", "))
+}
+
 func cmpOrNone(s string) string {
 	if s == "" {
 		return "none"

@@ -457,7 +457,7 @@ func TestCheckAndTheLogSayWhetherServersAreContained(t *testing.T) {
 	refused.waitLog(`mcpServers.a.limits: limits.pids cannot be enforced: corral cannot put servers in cgroups here: cannot create cgroups under .*; this server would not start`)
 
 	plain := startCorralAs(t, uid, `{"listen":"127.0.0.1:0","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
-	plain.waitLog(`containment is off: servers run without cgroups.*why="cannot create cgroups under`)
+	plain.waitLog(`msg=containment cgroups=off .*why="cannot create cgroups under`)
 	plain.waitHTTP(1)
 }
 

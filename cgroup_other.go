@@ -16,6 +16,8 @@ func newCgroupTree(instance string) *cgroupTree { return &cgroupTree{} }
 
 func (t *cgroupTree) describe() string { return "off: cgroups are a Linux feature" }
 
+func (t *cgroupTree) summary() string { return "off" }
+
 func (t *cgroupTree) on() bool { return false }
 
 // enforceable returns an error unless l sets no limit.

@@ -10,15 +10,42 @@ import (
 	"strings"
 )
 
-// logContainment says, once as corral starts, whether its servers are
-// contained, and why not.
-func logContainment(log *slog.Logger, t *cgroupTree) {
-	if t.on() {
-		log.Info("containment: "+t.describe(), "cgroups", strings.Join(t.roots(), ","))
-		return
+// logContainment says, in one line as corral starts, how its servers are
+// contained: in cgroups or not (and why not), whether corral is a child
+// subreaper, and how many servers of cfg have a sandbox. Where the cgroups
+// are is logged at debug level.
+func logContainment(log *slog.Logger, t *cgroupTree, subreaper bool, cfg *Config) {
+	attrs := []any{"cgroups", t.summary(), "subreaper", onOff(subreaper), "sandbox", sandboxSummary(cfg)}
+	if !t.on() {
+		attrs = append(attrs, "why", strings.TrimPrefix(t.describe(), "off: "))
 	}
-	log.Info("containment is off: servers run without cgroups; their descendants are found by process group and marker only",
-		"why", strings.TrimPrefix(t.describe(), "off: "))
+	log.Info("containment", attrs...)
+	log.Debug("containment: "+t.describe(), "cgroups", strings.Join(t.roots(), ","))
+}
+
+// sandboxSummary says how many servers of cfg, not disabled, have a
+// sandbox: "off" for none.
+func sandboxSummary(cfg *Config) string {
+	n := 0
+	for _, s := range cfg.Servers() {
+		if cfg.sandbox(s) != nil {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return "off"
+	case 1:
+		return "1 server"
+	}
+	return fmt.Sprintf("%d servers", n)
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // checkContainment writes to stdout, for -check, how corral would contain

@@ -75,7 +75,7 @@ type Gateway struct {
 	collisions map[string]bool
 
 	mu         sync.Mutex // guards the fields below, and cfg and backends
-	lastHealth string     // the last summary logged
+	lastHealth string     // what the last health summary logged said (see logHealthChange)
 	cat        *catalog
 	closed     bool
 
@@ -129,7 +129,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.scopes = newScopedServers(g.config, log, g.events, g.subs, g.tasks, g.serverRequests)
 	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.cgroups = newCgroupTree(g.instance)
-	logContainment(log, g.cgroups)
+	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
 		waitFirstStarts: g.offer.waitFirstStarts, capabilities: g.offer.capabilities, instructions: g.offer.instructions,
@@ -436,25 +436,52 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 // backendChanged is called by a backend whenever its state or tools change.
 func (g *Gateway) backendChanged() {
 	g.rebuildCatalog()
-	if !g.logHealth {
+	if g.logHealth {
+		g.logHealthChange()
+	}
+}
+
+// logHealthChange logs a summary of every backend's state, when it has
+// changed in what a person needs to know: the status, or which servers are
+// not well and how. What is on its way is left out: nothing is logged while
+// a server starts (a first start, a restart, a lazy server woken), nor once
+// corral is stopping, so a normal start and stop log no "degraded".
+func (g *Gateway) logHealthChange() {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
 		return
 	}
-	report, _ := g.health()
-	var b strings.Builder
-	for i, h := range report.Backends {
-		if i > 0 {
-			b.WriteByte(' ')
+	status := "ok"
+	var all, unwell strings.Builder
+	for i, b := range g.backendList() {
+		h := b.health()
+		if h.State == stateStarting {
+			return
 		}
-		fmt.Fprintf(&b, "%s=%s", h.Name, h.State)
+		if i > 0 {
+			all.WriteByte(' ')
+		}
+		fmt.Fprintf(&all, "%s=%s", h.Name, h.State)
+		if h.State != stateReady && h.State != stateIdle {
+			status = "degraded"
+			fmt.Fprintf(&unwell, "%s=%s ", h.Name, h.State)
+		}
 	}
-	summary := b.String()
+	key := status + " " + unwell.String()
 	g.mu.Lock()
-	changed := summary != g.lastHealth
-	g.lastHealth = summary
+	changed := key != g.lastHealth
+	g.lastHealth = key
 	g.mu.Unlock()
-	if changed {
-		g.log.Info("health", "status", report.Status, "servers", summary)
+	if !changed {
+		return
 	}
+	level := slog.LevelInfo
+	if status != "ok" {
+		level = slog.LevelWarn
+	}
+	g.log.Log(context.Background(), level, "health", "status", status, "servers", all.String())
 }
 
 // rebuildCatalog recomputes the catalog from the backends' lists and tells

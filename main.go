@@ -258,7 +258,9 @@ func (inv *invocation) serve(stdin io.Reader) int {
 
 // shutdown is how signals end a run. The first SIGINT or SIGTERM ends ctx:
 // a graceful shutdown starts. A second one also ends drainCtx and closes
-// hurry: the shutdown skips its waits.
+// hurry: the shutdown skips its waits. A run that ends with no signal (with
+// -stdio, the end of stdin) counts as the first: only the second signal
+// after it hurries.
 type shutdown struct {
 	ctx       context.Context
 	stop      context.CancelFunc
@@ -284,6 +286,16 @@ func watchSignals(log *slog.Logger, drain time.Duration) *shutdown {
 			log.Info("shutting down", "signal", sig.String(), "drain", drain)
 			sh.stop()
 		case <-sh.ctx.Done():
+			// The run ended with no signal: with -stdio, the client closed
+			// stdin, which is its first request to stop. A signal after it
+			// (clients send SIGTERM once stdin is closed) asks for the same
+			// shutdown, not a hurried one; only a signal after that does.
+			select {
+			case sig := <-sh.sigs:
+				log.Info("shutting down already; a further signal stops at once", "signal", sig.String())
+			case <-sh.drainCtx.Done():
+				return
+			}
 		}
 		select {
 		case sig := <-sh.sigs:

@@ -48,8 +48,7 @@ func (b *backend) withPrereq(connect func(m *mux) (link, error)) func(m *mux) (l
 	return func(m *mux) (link, error) {
 		r, err := b.startPrereq(pre)
 		if err != nil {
-			b.log.Error("cannot start", "err", err)
-			return link{}, err
+			return link{}, err // run logs it, with the plan of retries
 		}
 		l, err := connect(m)
 		if err != nil {
@@ -89,7 +88,7 @@ func (b *backend) startPrereq(pre *Prerequisite) (*prereqRun, error) {
 	r.proc, r.drained = p, make(chan struct{})
 	go func() {
 		defer close(r.drained)
-		drainLines(p.stdout, &p.tail, p.spec.log, p.spec.stderrLines, p.spec.stderrBytes)
+		drainLines(p.stdout, &p.tail, p.spec.log, nil, p.spec.stderrLines, p.spec.stderrBytes)
 	}()
 	r.log.Info("prerequisite started", "pid", p.pid, "managed", pre.managed())
 	if err := r.waitReady(b.gcfg.StartTimeout.D(), b.stopCh); err != nil {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -72,4 +73,40 @@ func (p *restartPolicy) afterExit(now time.Time, readyFor time.Duration) (wait t
 	}
 	p.restarts, p.delay, p.failedStarts, p.probation = nil, 0, 0, true
 	return p.s.FailedRetry.D(), true
+}
+
+// plan returns the waits before the restarts the policy allows from now on,
+// should each start fail at once, before it gives up: first, the wait
+// afterExit just returned; then each later delay before its jitter. It
+// changes nothing.
+func (p *restartPolicy) plan(first time.Duration) []time.Duration {
+	waits := []time.Duration{first}
+	restarts, failed, delay := len(p.restarts), p.failedStarts, p.delay
+	for {
+		failed++
+		if restarts >= p.s.MaxRestarts || failed > p.s.MaxRestarts {
+			return waits
+		}
+		restarts++
+		delay = min(2*delay, p.s.MaxRestartDelay.D())
+		waits = append(waits, delay)
+	}
+}
+
+// planText says plan (see plan) for the log: "in 1.2s, 2s, 4s, then giving
+// up until failedRetry (5m0s) has passed".
+func planText(plan []time.Duration, failedRetry time.Duration) string {
+	var b strings.Builder
+	b.WriteString("in ")
+	for i, d := range plan {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.Round(time.Millisecond).String())
+	}
+	if len(plan) > 1 {
+		b.WriteString(" (each but the first plus up to half again)")
+	}
+	fmt.Fprintf(&b, ", then giving up until failedRetry (%s) has passed", failedRetry)
+	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -190,6 +191,11 @@ type processSpec struct {
 	// zero, the defaults of maxStderrLinesPerSecond and
 	// maxStderrBytesPerSecond.
 	stderrLines, stderrBytes int
+
+	// quiet, if not nil, logs the server's stderr at debug level while it is
+	// set: the backend sets it while its server fails again for a cause
+	// already logged (see backend.run).
+	quiet *atomic.Bool
 
 	// reaper, if not nil, is told of the process so that it never reaps it.
 	reaper *orphanReaper

@@ -14,8 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -58,7 +60,7 @@ type process struct {
 func startProcess(spec processSpec) (*process, error) {
 	cmd, cg, plan, err := containedCommand(spec)
 	if err != nil {
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, err)
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, err))
 	}
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
@@ -108,10 +110,35 @@ func startProcess(spec processSpec) (*process, error) {
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
 		cg.remove()
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, sandboxStartError(cmd, err))
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, sandboxStartError(cmd, err)))
 	}
 	go p.drainStderr()
 	return p, nil
+}
+
+// notFound returns err, an error starting command, in words a person can
+// act on when it is that command is not there: "command "uvx" not found on
+// PATH" rather than os/exec's "executable file not found in $PATH".
+func notFound(command string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return fmt.Errorf("command %q not found on PATH (%s); install it, or write its full path in \"command\"", command, shortPath(os.Getenv("PATH")))
+	case errors.Is(err, os.ErrNotExist) && strings.Contains(command, "/"):
+		return fmt.Errorf("command %q does not exist", command)
+	}
+	return err
+}
+
+// shortPath returns path, a PATH, for a message: whole if short, else cut.
+func shortPath(path string) string {
+	const max = 120
+	if path == "" {
+		return "PATH is empty"
+	}
+	if len(path) > max {
+		return "PATH=" + path[:max] + "..."
+	}
+	return "PATH=" + path
 }
 
 // own starts cmd and stays with it until it is reaped. It runs on a goroutine
@@ -274,7 +301,7 @@ func (p *process) exitDescription() string {
 // lines for error messages (see drainLines).
 func (p *process) drainStderr() {
 	defer close(p.stderrDone)
-	drainLines(p.stderr, &p.tail, p.spec.log,
+	drainLines(p.stderr, &p.tail, p.spec.log, p.spec.quiet,
 		firstSet(p.spec.stderrLines, defaultMaxStderrLines), firstSet(p.spec.stderrBytes, defaultMaxStderrBytes))
 }
 
@@ -282,9 +309,11 @@ func (p *process) drainStderr() {
 // line goes to tail, and to log as long as the server stays within lineRate
 // lines and byteRate bytes a second (see stderrLimit). It never stops
 // reading, so a server that writes much to stderr is never blocked by
-// corral, nor can it flood corral's log. It returns once the lines it left
-// out of the log have been counted in it.
-func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, lineRate, byteRate int) {
+// corral, nor can it flood corral's log. Boilerplate lines (see
+// isBoilerplate) are logged at debug level, and so is every line while
+// quiet, if not nil, is set. It returns once the lines it left out
+// of the log have been counted in it.
+func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, quiet *atomic.Bool, lineRate, byteRate int) {
 	limit := newStderrLimit(lineRate, byteRate, func(lines, bytes int) {
 		log.Warn("stderr lines left out of the log: the server wrote more than maxStderrLinesPerSecond or maxStderrBytesPerSecond allow",
 			"lines", lines, "bytes", bytes)
@@ -297,7 +326,11 @@ func drainLines(r io.Reader, tail *lineTail, log *slog.Logger, lineRate, byteRat
 		if s := strings.TrimRight(string(line), "\r\n"); s != "" {
 			tail.add(s)
 			if limit.allow(time.Now(), len(s)) {
-				log.Log(context.Background(), stderrLevel(s), "stderr: "+s)
+				level := stderrLevel(s)
+				if quiet != nil && quiet.Load() || isBoilerplate(s) {
+					level = slog.LevelDebug
+				}
+				log.Log(context.Background(), level, "stderr: "+s)
 			}
 		}
 		if err != nil && err != bufio.ErrBufferFull {
@@ -399,21 +432,36 @@ func (b *tokenBucket) refill(now time.Time) {
 
 // stderrLevel guesses the level of a server's stderr line from the way
 // logging libraries write it: a leading level word ("ERROR ...", "[warn]",
-// "W1121 ..." is not recognised), or a level=... or "level":"..." field.
-// Anything else is info.
+// npm's "npm error" and "npm ERR!"; "W1121 ..." is not recognised), or a
+// level=..., "level":"..." or "severity":"..." field, whose value may be a
+// number on pino's and bunyan's scale (10 trace, 20 debug, 30 info, 40 warn,
+// 50 error, 60 fatal). Anything else is info.
 func stderrLevel(line string) slog.Level {
 	l := strings.ToLower(line)
-	word := strings.TrimLeft(l, " \t[<(")
-	if i := strings.IndexAny(word, " \t]>):|"); i >= 0 {
+	word := strings.TrimLeft(strings.TrimPrefix(l, "npm "), " \t[<(")
+	if i := strings.IndexAny(word, " \t]>):|!"); i >= 0 {
 		word = word[:i]
 	}
-	for _, field := range []string{"level=", `"level":"`, `"level": "`} {
+	// A JSON field first: a message may say "level=".
+	for _, field := range []string{`"level":`, `"severity":`, "level="} {
 		if i := strings.Index(l, field); i >= 0 {
-			word = l[i+len(field):]
+			word = strings.TrimLeft(l[i+len(field):], ` "`)
 			if j := strings.IndexAny(word, "\" ,}"); j >= 0 {
 				word = word[:j]
 			}
+			break
 		}
+	}
+	if n, err := strconv.Atoi(word); err == nil {
+		switch {
+		case n < 30:
+			return slog.LevelDebug
+		case n < 40:
+			return slog.LevelInfo
+		case n < 50:
+			return slog.LevelWarn
+		}
+		return slog.LevelError
 	}
 	switch word {
 	case "error", "err", "fatal", "panic", "critical", "crit", "emerg", "alert":
@@ -424,6 +472,139 @@ func stderrLevel(line string) slog.Level {
 		return slog.LevelDebug
 	}
 	return slog.LevelInfo
+}
+
+// failureLine returns the line of lines, a server's last stderr lines, that
+// best says why it failed: the last one that is not boilerplate of npm, uv,
+// pip or Node.js (see isBoilerplate). Of a block of npm's error lines it is
+// the first that says what failed ("404 Not Found - GET ...", not "code
+// E404"); of a stack trace, the error above its frames. When every line is
+// boilerplate it is the last line; with no lines, "".
+func failureLine(lines []string) string {
+	i := len(lines) - 1
+	for i >= 0 && isBoilerplate(lines[i]) {
+		i--
+	}
+	switch {
+	case i < 0:
+		if len(lines) == 0 {
+			return ""
+		}
+		return lines[len(lines)-1]
+	case npmMessage(lines[i]) != "":
+		first := i
+		for first > 0 && npmMessage(lines[first-1]) != "" {
+			first--
+		}
+		for _, line := range lines[first : i+1] {
+			if !isNPMHeader(npmMessage(line)) && !isBoilerplate(line) {
+				return line
+			}
+		}
+	case isTraceLine(lines[i]):
+		for k := i; k >= 0; k-- {
+			if isErrorHeader(lines[k]) {
+				return lines[k]
+			}
+		}
+	}
+	return lines[i]
+}
+
+// boilerplate are the starts of lines, after a leading "npm error ", "npm
+// ERR! " or spaces, that npm, uv, pip and Node.js write around the line that
+// says what went wrong, or while a run goes well: where to find npm's log,
+// npm's advice and notices, uv's and pip's progress, pip's upgrade notice,
+// Node.js's version under a stack trace.
+var boilerplate = []string{
+	// npm
+	"A complete log of this run can be found in",
+	"Note that you can also install from a",
+	"tarball, folder, http url, or git url.",
+	"This is related to npm not being able to find a file.",
+	"Log files were not written due to an error writing to the directory",
+	"You can rerun the command with `--loglevel=verbose`",
+	"npm notice", "npm warn", "npm WARN",
+	// uv and pip
+	"Resolved ", "Prepared ", "Installed ", "Uninstalled ", "Audited ", "Built ", "Building ",
+	"Downloading ", "Downloaded ", "Collecting ", "Requirement already satisfied",
+	"Successfully installed", "Installing collected packages", "Using cached ",
+	"[notice] ", "WARNING: You are using pip version", "You should consider upgrading via",
+	"WARNING: Running pip as the 'root' user",
+	// Node.js
+	"Node.js v",
+}
+
+// isBoilerplate reports whether line is one that says nothing of why a
+// server failed (see boilerplate), or a line of npm's error output with no
+// message at all ("npm error 404"), or a path alone (npm 6 writes its log's
+// path on a line of its own), or a package uv or pip lists as installed.
+func isBoilerplate(line string) bool {
+	rest := strings.TrimSpace(line)
+	if m := npmMessage(line); m != "" {
+		rest = strings.TrimSpace(m)
+		if rest == "" || isNPMHeader(rest) && !strings.Contains(rest, " ") {
+			return true
+		}
+	}
+	if strings.HasSuffix(rest, ".log") && !strings.Contains(rest, " ") ||
+		(strings.HasPrefix(rest, "+ ") || strings.HasPrefix(rest, "- ")) && strings.Contains(rest, "==") {
+		return true
+	}
+	for _, b := range boilerplate {
+		if strings.HasPrefix(rest, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// npmMessage returns what follows "npm error" or "npm ERR!" in line (with
+// at least a space, so never "" for such a line), or "" if line is not one
+// of npm's error lines.
+func npmMessage(line string) string {
+	for _, p := range []string{"npm error", "npm ERR!"} {
+		if rest, ok := strings.CutPrefix(line, p); ok && (rest == "" || rest[0] == ' ') {
+			return rest + " "
+		}
+	}
+	return ""
+}
+
+// isNPMHeader reports whether m, what follows "npm error", is one of the
+// lines npm writes before the one that says what failed: the error's code,
+// errno, syscall or path, or its code alone ("404", "enoent").
+func isNPMHeader(m string) bool {
+	f := strings.Fields(m)
+	if len(f) == 0 {
+		return true
+	}
+	switch f[0] {
+	case "code", "errno", "syscall", "path":
+		return true
+	}
+	return len(f) == 1 && strings.Trim(f[0], "0123456789") == "" || len(f) == 1 && strings.ToLower(f[0]) == f[0] && strings.HasPrefix(f[0], "e")
+}
+
+// isTraceLine reports whether line is part of a stack trace below its
+// error line: a frame, or the fields of the error Node.js prints after
+// them, or Python's "  File ..." lines.
+func isTraceLine(line string) bool {
+	t := strings.TrimSpace(line)
+	return strings.HasPrefix(t, "at ") || t == "}" || t == "]" || strings.HasPrefix(t, "File \"") ||
+		line != t && strings.Contains(t, ": ") && !strings.Contains(t[:strings.Index(t, ": ")], " ")
+}
+
+// isErrorHeader reports whether line starts as an error's first line does
+// in a stack trace: "Error: ...", "TypeError: ...", "Error [CODE]: ...".
+func isErrorHeader(line string) bool {
+	name, _, ok := strings.Cut(line, ":")
+	if !ok {
+		return false
+	}
+	name, _, _ = strings.Cut(name, " [")
+	name = strings.TrimPrefix(name, "Uncaught ")
+	return !strings.ContainsAny(name, " \t") && (strings.HasSuffix(name, "Error") || strings.HasSuffix(name, "Exception"))
 }
 
 // pipeReader is the read end of a pipe that records when a read first fails.
@@ -474,6 +655,12 @@ func (t *lineTail) last() string {
 		return ""
 	}
 	return t.lines[len(t.lines)-1]
+}
+
+// reason returns the line kept that best says why the server failed (see
+// failureLine), or "".
+func (t *lineTail) reason() string {
+	return failureLine(t.all())
 }
 
 // all returns a copy of the lines kept, oldest first.

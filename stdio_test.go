@@ -282,7 +282,7 @@ func TestStderrFloodIsLoggedAtABoundedRateWithACountOfWhatIsLeftOut(t *testing.T
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					drainLines(r, tail, slog.New(h), tc.lineRate, tc.byteRate)
+					drainLines(r, tail, slog.New(h), nil, tc.lineRate, tc.byteRate)
 				}()
 				for range tc.lines {
 					io.WriteString(w, tc.line+"\n")

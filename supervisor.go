@@ -93,6 +93,12 @@ type backend struct {
 	firstDone chan struct{} // closed when the first start has succeeded or failed
 	firstOnce sync.Once
 
+	// quiet is set while the server fails to start again and again for a
+	// cause already logged (see run): its starts, its moves between
+	// starting and backoff and its stderr are logged at debug level until
+	// it becomes ready, the cause changes, or corral gives up on it.
+	quiet atomic.Bool
+
 	metrics callMetrics
 	scope   *backendScope // nil unless the server's scope is "session" (scope.go)
 	lazy    lazyState     // lazy start and idle stop (lazy.go), under mu
@@ -148,6 +154,9 @@ func (b *backend) run() {
 	defer b.wg.Done()
 	policy := &restartPolicy{s: b.sup, jitter: rand.Float64}
 	var why string // of the next start
+	// logged is the cause of the failed starts in a row logged last, so
+	// that each cause is logged once, with the plan of retries.
+	var logged string
 	for first := true; ; first = false {
 		if !b.nap(&first, &why) {
 			return // stopped while idle
@@ -172,11 +181,15 @@ func (b *backend) run() {
 			b.lastExit = why
 		} else if b.proc != nil {
 			b.lastExit = b.proc.exitDescription()
-			if last := b.proc.tail.last(); last != "" && !strings.Contains(why, last) {
+			if last := b.proc.tail.reason(); last != "" && !strings.Contains(why, last) {
 				why += "; its last stderr line: " + last
 			}
 		}
 		b.mu.Unlock()
+		if failing || readyFor > 0 {
+			logged = ""
+			b.quiet.Store(false)
+		}
 		if failing {
 			b.mu.Lock()
 			b.retryAt = now.Add(wait)
@@ -187,6 +200,9 @@ func (b *backend) run() {
 			b.setState(stateFailed, msg)
 			why = "trying again after failedRetry"
 		} else {
+			if readyFor == 0 {
+				logged = b.logFailedStart(logged, why, planText(policy.plan(wait), b.sup.FailedRetry.D()))
+			}
 			b.setState(stateBackoff, fmt.Sprintf("%s; restarting in %s", why, wait.Round(time.Millisecond)))
 			why = "restarting after backoff"
 		}
@@ -202,6 +218,43 @@ func (b *backend) run() {
 		b.restarts++
 		b.mu.Unlock()
 	}
+}
+
+// logFailedStart logs a start that failed for the reason why, with retry,
+// the plan of the restarts to come, unless the last failed start logged,
+// whose cause was logged, failed for the same cause: then only at debug
+// level. It returns the cause logged now, and quiets the backend until the
+// cause changes (see quiet).
+func (b *backend) logFailedStart(logged, why, retry string) string {
+	cause := causeOf(why)
+	if cause == logged {
+		b.log.Debug("server did not start, again for the same cause", "err", why)
+		return logged
+	}
+	b.log.Error("server did not start", "err", why, "retry", retry,
+		"then", "the same failure again is logged at debug level")
+	b.quiet.Store(true)
+	return cause
+}
+
+// causeOf returns why, the reason a start failed, with its numbers left
+// out: two failures that differ only in a PID, a time or a port have the
+// same cause.
+func causeOf(why string) string {
+	var b strings.Builder
+	digits := false
+	for _, r := range why {
+		if r >= '0' && r <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // sweep kills what the server's last process left behind outside its
@@ -289,13 +342,12 @@ func (b *backend) startChild(m *mux) (link, error) {
 		b.mu.Lock()
 		b.proc = nil // what health and the next error say is not the last process's
 		b.mu.Unlock()
-		b.log.Error("cannot start", "err", err)
-		return link{}, err
+		return link{}, err // run logs it, with the plan of retries
 	}
 	b.mu.Lock()
 	b.proc, b.mux, b.logLevel = p, m, ""
 	b.mu.Unlock()
-	b.log.Info("started", "pid", p.pid, "command", b.cfg.Command)
+	b.log.Log(context.Background(), b.quietLevel(slog.LevelInfo), "started", "pid", p.pid, "command", b.cfg.Command)
 	watch := func(m *mux, readDone <-chan struct{}) { b.watch(p, m, readDone) }
 	return link{conn: p.conn(int(b.gcfg.MaxLineBytes), b.hurry, b.lineBufs), watch: watch}, nil
 }
@@ -347,6 +399,7 @@ func (b *backend) serve(m *mux, wg *sync.WaitGroup, stop func()) (readyFor time.
 	b.mu.Lock()
 	b.readyAt = readyAt
 	b.mu.Unlock()
+	b.quiet.Store(false)
 	b.setState(stateReady, "")
 
 	wg.Add(3)
@@ -430,7 +483,7 @@ func (b *backend) watch(p *process, m *mux, stdoutDone <-chan struct{}) {
 		}
 		t.Stop()
 		msg := fmt.Sprintf("server %q exited (%s)", b.name, p.exitDescription())
-		if last := p.tail.last(); last != "" {
+		if last := p.tail.reason(); last != "" {
 			msg += "; its last stderr line: " + last
 		}
 		m.close(unavailable("%s", msg))
@@ -478,6 +531,7 @@ func (b *backend) processSpec() processSpec {
 
 		stderrLines: b.gcfg.MaxStderrLinesPerSecond,
 		stderrBytes: b.gcfg.MaxStderrBytesPerSecond,
+		quiet:       &b.quiet,
 	}
 }
 
@@ -655,7 +709,11 @@ func (b *backend) changeState(s backendState, why string, log bool) {
 	}
 	b.mu.Unlock()
 	if log && (prev != s || why != prevWhy) {
-		b.log.Info("state", "from", prev, "to", s, "reason", why, "pid", pid)
+		level := slog.LevelInfo
+		if s == stateStarting || s == stateBackoff {
+			level = b.quietLevel(level)
+		}
+		b.log.Log(context.Background(), level, "state", "from", prev, "to", s, "reason", why, "pid", pid)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
 	// that whoever waited for it sees this backend's tools.
@@ -663,6 +721,14 @@ func (b *backend) changeState(s backendState, why string, log bool) {
 	if s != stateStarting {
 		b.firstOnce.Do(func() { close(b.firstDone) })
 	}
+}
+
+// quietLevel returns level, or debug while the backend is quiet.
+func (b *backend) quietLevel(level slog.Level) slog.Level {
+	if b.quiet.Load() {
+		return slog.LevelDebug
+	}
+	return level
 }
 
 // call sends a request to the server and waits for its answer. While the
