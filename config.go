@@ -270,6 +270,9 @@ type ServerConfig struct {
 	// name is the key of this server in mcpServers.
 	name string
 
+	// vscode is true for an entry of VS Code's "servers" map, for messages.
+	vscode bool
+
 	// shown maps each field in which a variable was expanded ("command",
 	// "args[0]", "url", "cwd"...) to its value as -check prints it, with
 	// "****" for each variable's value.

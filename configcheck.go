@@ -8,10 +8,15 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -141,4 +146,183 @@ func secretWarnings(path string, c *Config) []string {
 		}
 	}
 	return out
+}
+
+// findProgram returns the file that runs for command, a server's or a
+// prerequisite's program, as corral starts it: a command with a slash is a
+// path, relative to dir (the process's working directory) when it is
+// relative; one without is looked for in each directory of pathList, the
+// PATH of the process's environment (its env's PATH when it sets one, else
+// corral's), as a desktop client looks for it. Relative directories of PATH
+// are skipped, as Go's exec refuses what it finds through them.
+func findProgram(command, pathList, dir string) (string, error) {
+	if strings.Contains(command, "/") {
+		path := command
+		if !filepath.IsAbs(path) && dir != "" {
+			path = filepath.Join(dir, path)
+		}
+		return path, isProgram(path)
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		if path := filepath.Join(d, command); isProgram(path) == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%q is in no directory of PATH", command)
+}
+
+// isProgram returns why path cannot be run as a program, or nil.
+func isProgram(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s does not exist", path)
+	case err != nil:
+		return err
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory", path)
+	case st.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not executable (chmod +x %s)", path, path)
+	}
+	return nil
+}
+
+// checkRunnable returns what -check finds, without starting anything, that
+// would keep a server of c from running: a program that cannot be found (in
+// the PATH its process would have, from the cwd it would have), a cwd that
+// is not a directory, and, unless corral serves on stdio, a url that is
+// corral's own listen address. Disabled servers are not checked.
+func checkRunnable(c *Config, stdio bool) []configError {
+	var errs []configError
+	for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+		s := c.MCPServers[name]
+		if s == nil || s.Disabled {
+			continue
+		}
+		if s.URL != "" {
+			if u, err := url.Parse(s.URL); err == nil && !stdio && isOwnAddress(u, c.Listen) {
+				errs = append(errs, configError{name, "url", fmt.Sprintf("%s is corral's own listen address (listen %q): corral would wait for itself, and the server would stay \"starting\"; remove this server (a client's entry for corral is not a server for corral to run), or point url at the server you mean", maskURL(cmp.Or(s.shown["url"], s.URL)), c.Listen)})
+			}
+			continue
+		}
+		errs = append(errs, c.checkProcess(name, "", s.Command, s.Env, s.Cwd)...)
+		if pre := s.Prerequisite; pre != nil {
+			errs = append(errs, c.checkProcess(name, "prerequisite.", pre.Command, pre.Env, pre.Cwd)...)
+		}
+	}
+	return errs
+}
+
+// checkProcess checks that the process of server name (or its prerequisite,
+// with field "prerequisite.") could start: its cwd is a directory, and its
+// command is found.
+func (c *Config) checkProcess(name, field, command string, env map[string]string, cwd string) []configError {
+	dir := cwd
+	if dir != "" && !filepath.IsAbs(dir) && c.file != "" {
+		dir = filepath.Join(filepath.Dir(c.file), dir)
+	}
+	if dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			why := "does not exist"
+			if err == nil {
+				why = "is not a directory"
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				why = err.Error()
+			}
+			return []configError{{name, field + "cwd", fmt.Sprintf("the directory %s %s; create it, or correct cwd (a relative cwd starts from the config file's directory)", dir, why)}}
+		}
+	}
+	pathList, from := os.Getenv("PATH"), "corral's environment"
+	if p, ok := env["PATH"]; ok {
+		pathList, from = p, "the server's env"
+	}
+	if _, err := findProgram(command, pathList, dir); err != nil {
+		fix := "correct the path"
+		if !strings.Contains(command, "/") {
+			err = fmt.Errorf("%w (PATH from %s: %s)", err, from, pathList)
+			fix = "install it, put its directory in PATH (corral's, or PATH in the server's env), or write its absolute path"
+			if _, ok := env["PATH"]; ok {
+				fix = "install it, put its directory in the PATH of the server's env, or write its absolute path"
+			}
+		}
+		return []configError{{name, field + "command", fmt.Sprintf("cannot run %q: %v; %s", command, err, fix)}}
+	}
+	return nil
+}
+
+// isOwnAddress reports whether u reaches listen, corral's own listen
+// address, as far as can be told without a lookup: the same port, and the
+// same host, or a loopback host ("localhost" included) when corral listens
+// on loopback or on every address.
+func isOwnAddress(u *url.URL, listen string) bool {
+	lhost, lport, err := net.SplitHostPort(listen)
+	if err != nil || lport == "0" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != lport {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, lhost) {
+		return true
+	}
+	loopback := func(h string) bool {
+		ip := net.ParseIP(h)
+		return strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()
+	}
+	lip := net.ParseIP(lhost)
+	return loopback(host) && (lhost == "" || loopback(lhost) || lip != nil && lip.IsUnspecified())
+}
+
+// checkSummary returns -check's last line: how many servers the config
+// has, how many of them are fine and how many have errors (those in
+// failed), and how many are disabled.
+func checkSummary(c *Config, failed map[string]bool) string {
+	enabled, disabled, bad := 0, 0, 0
+	for name, s := range c.MCPServers {
+		switch {
+		case s.Disabled:
+			disabled++
+		case failed[name]:
+			enabled++
+			bad++
+		default:
+			enabled++
+		}
+	}
+	noun := func(n int, one, many string) string {
+		if n == 1 {
+			return fmt.Sprintf("%d %s", n, one)
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	line := fmt.Sprintf("%s: %d ok, %s", noun(enabled+disabled, "server", "servers"), enabled-bad, noun(bad, "error", "errors"))
+	if disabled > 0 {
+		line += fmt.Sprintf(", %d disabled", disabled)
+	}
+	return line
+}
+
+// errorLine returns e, an error in c, as -check prints it: the file, the
+// server and field (in "servers" for an entry of VS Code's map), and the
+// message.
+func (c *Config) errorLine(e configError) string {
+	path := e.field
+	if e.server != "" {
+		path = "mcpServers." + quoteName(e.server)
+		if s := c.MCPServers[e.server]; s != nil && s.vscode {
+			path = "servers." + quoteName(e.server)
+		}
+		if e.field != "" {
+			path += "." + e.field
+		}
+	}
+	return fmt.Sprintf("%s: %s: %s", c.file, path, e.msg)
 }

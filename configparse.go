@@ -121,6 +121,7 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 	enabled := 0
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		s := p.parseServer(name, entries[name])
+		s.vscode = p.origin[name] == "servers"
 		servers[name] = s
 		if !s.Disabled {
 			enabled++

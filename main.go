@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -149,10 +150,7 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		inv.log.Warn(w)
 	}
 	if inv.check {
-		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
-		inv.stdout.Write(cfg.resolved())
-		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
-		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
+		return inv.checkConfig(), true
 	}
 	if name := selfServer(cfg); name != "" {
 		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
@@ -160,6 +158,37 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		return 2, true
 	}
 	return 0, false
+}
+
+// checkConfig is -check once the config has parsed: it writes to stderr
+// what would keep a server from running, without starting anything (see
+// checkRunnable and checkContainment), and to stdout the config resolved,
+// what this machine enforces of it, and a summary line. It returns the exit
+// code: 2 if any server cannot run.
+func (inv *invocation) checkConfig() int {
+	cfg := inv.cfg
+	failed := map[string]bool{}
+	for _, e := range checkRunnable(cfg, inv.stdio) {
+		fmt.Fprintf(inv.stderr, "corral: %s\n", cfg.errorLine(e))
+		failed[e.server] = true
+	}
+	var containment bytes.Buffer
+	for _, name := range checkContainment(inv.configPath, cfg, &containment, inv.stderr) {
+		failed[name] = true
+	}
+	verdict := "ok"
+	if len(failed) > 0 {
+		verdict = "cannot run as it is: see the errors"
+	}
+	fmt.Fprintf(inv.stdout, "%s: %s\n", inv.configPath, verdict)
+	inv.stdout.Write(cfg.resolved())
+	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
+	inv.stdout.Write(containment.Bytes())
+	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
+	if len(failed) > 0 {
+		return 2
+	}
+	return 0
 }
 
 // selfServer returns the name of the server of cfg that is this very corral
