@@ -25,56 +25,117 @@ const secretMask = "****"
 
 // resolved returns the config as corral runs it, every default filled in,
 // as indented JSON, with what may be secret masked as "****": the values of
-// env and headers, the value of every variable expanded in the other fields,
-// and a URL's password, query values and fragment (see maskURL).
+// env and headers, the value of every variable expanded in the other fields
+// (but ${workspaceFolder} and ${userHome}, shown resolved), and a URL's
+// password, query values and fragment (see maskURL). The settings whose
+// default is "none" are printed too: idleStop "off", limits and sandbox
+// "none".
 func (c *Config) resolved() []byte {
-	out := *c
-	out.MCPServers = map[string]*ServerConfig{}
-	for name, s := range c.MCPServers {
-		r := *s
-		r.Supervision = c.supervision(s)
-		r.RequestTimeout = Duration(c.requestTimeout(s))
-		r.MaxInFlight = c.maxInFlight(s)
-		r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
-		r.Limits = c.limits(s)
-		r.Start = cmp.Or(s.Start, startEager)
-		r.Sandbox = c.sandbox(s)
-		if len(s.Env) > 0 {
-			r.Env = map[string]string{}
-			for k := range s.Env {
-				r.Env[k] = secretMask
-			}
-		}
-		if len(s.Headers) > 0 {
-			r.Headers = map[string]string{}
-			for k := range s.Headers {
-				r.Headers[k] = secretMask
-			}
-		}
-		r.Prerequisite = s.Prerequisite.masked()
-		shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
-		r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
-		r.EnvFile = shown("envFile", s.EnvFile)
-		if s.URL != "" {
-			r.URL = maskURL(shown("url", s.URL))
-		}
-		if len(s.Args) > 0 {
-			r.Args = make([]string, len(s.Args))
-			for i, a := range s.Args {
-				r.Args[i] = shown(fmt.Sprintf("args[%d]", i), a)
-			}
-		}
-		out.MCPServers[name] = &r
-	}
-	out.Supervision = c.supervision(&ServerConfig{})
-	out.Admin.MaxDynamic = c.Admin.maxDynamic()
+	out := shownConfig{Config: c, MCPServers: map[string]shownServer{}}
+	top := c.supervision(&ServerConfig{})
+	out.Supervision = &top
+	out.IdleStop = shownIdleStop(top.IdleStop)
+	out.Limits, out.Sandbox = shownOrNone(c.Limits, c.Limits == Limits{}), shownOrNone(c.Sandbox, c.Sandbox == nil)
+	admin := c.Admin
+	admin.MaxDynamic = admin.maxDynamic()
+	out.Admin = &admin
 	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
+	for name, s := range c.MCPServers {
+		out.MCPServers[name] = c.shownServer(s)
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // a URL's "&" stays readable
 	enc.Encode(&out)
 	return b.Bytes()
+}
+
+// shownConfig is the config as -check prints it (see resolved): each of
+// its fields hides the Config field of the same JSON name.
+type shownConfig struct {
+	*Config
+	*Supervision
+	IdleStop   string                 `json:"idleStop"`
+	Limits     any                    `json:"limits"`
+	Sandbox    any                    `json:"sandbox"`
+	Admin      *AdminConfig           `json:"admin"`
+	CacheDir   string                 `json:"cacheDir"`
+	MCPServers map[string]shownServer `json:"mcpServers"`
+}
+
+// shownServer is a server entry as -check prints it: each of its fields
+// hides the ServerConfig field of the same JSON name, with its default
+// written out.
+type shownServer struct {
+	*ServerConfig
+	Type         string `json:"type"`
+	Scope        string `json:"scope"`
+	MaxInstances int    `json:"maxInstances,omitempty"` // with "scope": "session" only
+	IdleStop     string `json:"idleStop"`
+	Limits       any    `json:"limits,omitempty"`
+	Sandbox      any    `json:"sandbox,omitempty"`
+}
+
+// shownIdleStop returns an idleStop as -check prints it: "off" when zero.
+func shownIdleStop(d Duration) string {
+	if d == 0 {
+		return "off"
+	}
+	return d.D().String()
+}
+
+// shownOrNone returns v, or "none" if none.
+func shownOrNone(v any, none bool) any {
+	if none {
+		return "none"
+	}
+	return v
+}
+
+// shownServer returns server s as -check prints it, resolved and masked.
+func (c *Config) shownServer(s *ServerConfig) shownServer {
+	r := *s
+	r.Supervision = c.supervision(s)
+	r.RequestTimeout = Duration(c.requestTimeout(s))
+	r.MaxInFlight = c.maxInFlight(s)
+	r.MaxCatalogItems, r.MaxCatalogBytes = c.catalogBound(s)
+	r.Start = cmp.Or(s.Start, startEager)
+	if len(s.Env) > 0 {
+		r.Env = map[string]string{}
+		for k := range s.Env {
+			r.Env[k] = secretMask
+		}
+	}
+	if len(s.Headers) > 0 {
+		r.Headers = map[string]string{}
+		for k := range s.Headers {
+			r.Headers[k] = secretMask
+		}
+	}
+	r.Prerequisite = s.Prerequisite.masked()
+	shown := func(field, value string) string { return cmp.Or(s.shown[field], value) }
+	r.Command, r.Cwd = shown("command", s.Command), shown("cwd", s.Cwd)
+	r.EnvFile = shown("envFile", s.EnvFile)
+	if s.URL != "" {
+		r.URL = maskURL(shown("url", s.URL))
+	}
+	if len(s.Args) > 0 {
+		r.Args = make([]string, len(s.Args))
+		for i, a := range s.Args {
+			r.Args[i] = shown(fmt.Sprintf("args[%d]", i), a)
+		}
+	}
+	out := shownServer{ServerConfig: &r, Type: cmp.Or(s.Type, "stdio"), Scope: cmp.Or(s.Scope, scopeShared), IdleStop: shownIdleStop(r.IdleStop)}
+	if s.sessionScoped() {
+		out.MaxInstances = cmp.Or(s.MaxInstances, defaultMaxInstances)
+	}
+	limits, sandbox := c.limits(s), c.sandbox(s)
+	out.Limits, out.Sandbox = shownOrNone(limits, limits == Limits{}), shownOrNone(sandbox, sandbox == nil)
+	if s.URL != "" { // a remote server has neither
+		out.Limits, out.Sandbox = nil, nil
+	}
+	return out
 }
 
 // maskURL returns raw, a URL, as -check prints it: the password of its user

@@ -72,6 +72,9 @@ func (p *parser) err(file string) error {
 // decode decodes data into the value ptr points to, the field of server (or
 // the top-level key if server is "").
 func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
+	if shownDefault(field, data) {
+		return
+	}
 	err := json.Unmarshal(data, ptr)
 	var te *json.UnmarshalTypeError
 	switch {
@@ -81,6 +84,20 @@ func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
 	default:
 		p.errorf(server, field, "%v", err)
 	}
+}
+
+// shownDefault reports whether data, the value of field, is how -check
+// prints that the setting is off: "off" for idleStop, "none" for limits and
+// sandbox. It reads back as the key left out, so that what -check prints is
+// a config.
+func shownDefault(field string, data json.RawMessage) bool {
+	switch string(bytes.TrimSpace(data)) {
+	case `"off"`:
+		return field == "idleStop"
+	case `"none"`:
+		return field == "limits" || field == "sandbox"
+	}
+	return false
 }
 
 // ignoredKeysMessage returns the warning for the ignored top-level keys.
