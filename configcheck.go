@@ -358,17 +358,19 @@ func checkSummary(c *Config, failed map[string]bool) string {
 			enabled++
 		}
 	}
-	noun := func(n int, one, many string) string {
-		if n == 1 {
-			return fmt.Sprintf("%d %s", n, one)
-		}
-		return fmt.Sprintf("%d %s", n, many)
-	}
-	line := fmt.Sprintf("%s: %d ok, %s", noun(enabled+disabled, "server", "servers"), enabled-bad, noun(bad, "error", "errors"))
+	line := fmt.Sprintf("%s: %d ok, %s", counted(enabled+disabled, "server", "servers"), enabled-bad, counted(bad, "error", "errors"))
 	if disabled > 0 {
 		line += fmt.Sprintf(", %d disabled", disabled)
 	}
 	return line
+}
+
+// counted returns n with the noun for n.
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // errorLine returns e, an error in c, as -check prints it: the file, the

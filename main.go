@@ -143,6 +143,9 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	cfg, err := inv.readConfig()
 	if err != nil {
 		fmt.Fprintf(inv.stderr, "corral: %v\n", err)
+		if pe := (*parseErrors)(nil); inv.check && errors.As(err, &pe) {
+			fmt.Fprintln(inv.stdout, pe.summary())
+		}
 		return 2, true
 	}
 	inv.cfg = cfg
