@@ -297,7 +297,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage) {
 	fields := jsonFields(s)
 	known := slices.Sorted(maps.Keys(fields))
-	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	candidates := slices.Concat(known, foreignServerKeys, []string{"type", "serverUrl"})
 	delete(fields, "url") // checked below, with "type"
 	fields["url"] = &s.URL
 	delete(fields, "type") // checkServerType's
@@ -305,6 +305,12 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 		switch {
 		case key == "prerequisite":
 			p.decodePrereq(s, entry[key])
+		case key == "serverUrl": // Windsurf's name for url
+			if _, both := entry["url"]; both {
+				p.errorf(s.name, "serverUrl", `the entry has "url" too; keep one of the two (serverUrl is Windsurf's name for url)`)
+				continue
+			}
+			p.decode(s.name, key, entry[key], &s.URL)
 		case fields[key] != nil:
 			p.decode(s.name, key, entry[key], fields[key])
 			if key == "env" {

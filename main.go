@@ -6,6 +6,7 @@
 //
 //	corral -config FILE [-listen ADDR] [-stdio] [-log-format text|json] [-log-level LEVEL]
 //	corral -check -config FILE
+//	corral -client-config CLIENT -config FILE
 //
 // SIGHUP reloads the config.
 //
@@ -26,6 +27,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -61,6 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type invocation struct {
 	configPath, listen, logFormat, logLevel string
 	stdio, showVersion, check, allowRemote  bool
+	clientName                              string // -client-config
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -84,9 +89,10 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&inv.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
+	fs.StringVar(&inv.clientName, "client-config", "", "print the entry an MCP `client` needs to use corral with this config ("+strings.Join(clientNames(), ", ")+"), then exit")
 	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start and reload)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n       corral -client-config CLIENT -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
 			"at http://ADDR/mcp (default 127.0.0.1:8931) or, with -stdio, on stdin/stdout.\n\n")
 		fs.PrintDefaults()
@@ -104,6 +110,10 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	}
 	if inv.configPath == "" || fs.NArg() > 0 {
 		fs.Usage()
+		return 2, true
+	}
+	if inv.clientName != "" && !slices.Contains(clientNames(), inv.clientName) {
+		fmt.Fprintf(inv.stderr, "corral: -client-config %q: unknown client; write one of %s\n", inv.clientName, strings.Join(clientNames(), ", "))
 		return 2, true
 	}
 	if inv.listen != "" {
@@ -152,6 +162,9 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	for _, w := range secretWarnings(inv.configPath, cfg) {
 		inv.log.Warn(w)
 	}
+	if inv.clientName != "" {
+		return inv.printClientConfig(), true
+	}
 	if inv.check {
 		return inv.checkConfig(), true
 	}
@@ -161,6 +174,34 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		return 2, true
 	}
 	return 0, false
+}
+
+// printClientConfig is -client-config: it prints the entry the client
+// needs to run corral, this binary, with the config, both by absolute path.
+func (inv *invocation) printClientConfig() int {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: cannot tell where this binary is: %v\n", err)
+		return 1
+	}
+	config, err := filepath.Abs(inv.configPath)
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: %v\n", err)
+		return 1
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: this binary, %s, is a temporary build of go run, removed when it exits; build corral (go build -o ~/bin/corral .) and run -client-config with that binary\n", exe)
+	}
+	out, err := clientConfig(inv.clientName, exe, config, inv.cfg, os.Getenv("PATH"))
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: %v\n", err)
+		return 2
+	}
+	io.WriteString(inv.stdout, out)
+	return 0
 }
 
 // checkConfig is -check once the config has parsed: it writes to stderr
