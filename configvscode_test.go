@@ -77,15 +77,9 @@ func TestDesktopClientFilesLoadAsTheyAre(t *testing.T) {
 		{
 			name: "the VS Code example",
 			file: "examples/vscode-mcp.json",
-			setUp: func(t *testing.T, path string) {
-				secret := filepath.Join(filepath.Dir(path), "secrets", "docs-token")
-				os.MkdirAll(filepath.Dir(secret), 0o700)
-				os.WriteFile(secret, []byte("docs-secret\n"), 0o600)
-			},
 			want: map[string]server{
 				"memory": {Command: "npx", FirstArg: "-y", LastArg: "@modelcontextprotocol/server-memory"},
-				"github": {Command: "docker", FirstArg: "run", LastArg: "ghcr.io/github/github-mcp-server"},
-				"docs":   {URL: "https://mcp.example.com/mcp"},
+				"github": {URL: "https://api.githubcopilot.com/mcp/"},
 			},
 		},
 	} {
