@@ -281,3 +281,25 @@ func TestProgramFoundThroughTheServersPATH(t *testing.T) {
 		t.Errorf("programCommand for a program not in the server's PATH: err = %v, want exec.ErrNotFound", cmd.Err)
 	}
 }
+
+func TestServerStartsThroughItsOwnPATH(t *testing.T) {
+	t.Parallel()
+	// fakeserver is in no directory of corral's PATH, only of the server's.
+	bin := filepath.Dir(fakeserverBin)
+	tg := startGateway(t, `{"mcpServers":{
+		"own":   {"command":"`+filepath.Base(fakeserverBin)+`","args":["-state","STATE"],"env":{"PATH":"`+bin+`"}},
+		"other": {"command":"`+filepath.Base(fakeserverBin)+`","args":["-state","STATE"],"env":{"PATH":"/nonexistent"}}}}`)
+	for _, b := range tg.gw.backendList() {
+		h := b.health()
+		switch b.name {
+		case "own":
+			if h.State != stateReady {
+				t.Errorf("a server found through its env's PATH is %s (%s), want ready", h.State, h.Error)
+			}
+		case "other":
+			if h.State == stateReady || !strings.Contains(h.Error, "executable file not found") {
+				t.Errorf("a server its env's PATH lacks is %s (%q), want not started: not found", h.State, h.Error)
+			}
+		}
+	}
+}
