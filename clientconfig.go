@@ -98,6 +98,9 @@ func clientConfig(name, exe, configPath string, c *Config, path string) (string,
 			remote = append(remote, field{"headers", map[string]string{"Authorization": "Bearer " + fmt.Sprintf(m.envRef, env)}})
 		}
 		fmt.Fprintf(&b, "// Or over HTTP, to a corral you run yourself (%s -config %s).\n", exe, configPath)
+		if _, port, _ := net.SplitHostPort(c.Listen); port == "0" {
+			fmt.Fprintf(&b, "// listen %q is any free port, which a client cannot know: give listen a port of its own.\n", c.Listen)
+		}
 		if c.AuthTokenFile != "" {
 			fmt.Fprintf(&b, "// The client reads the bearer token from CORRAL_TOKEN in its environment: set it to the content of %s.\n", c.AuthTokenFile)
 		}
