@@ -79,7 +79,12 @@ type parseErrors struct {
 }
 
 func (e *parseErrors) Error() string { return e.err.Error() }
-func (e *parseErrors) Unwrap() error { return e.err }
+func (e *parseErrors) Unwrap() []error {
+	if j, ok := e.err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{e.err}
+}
 
 // parseErrors returns the recorded problems of the file, which has the
 // given number of servers, as a *parseErrors.
