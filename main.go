@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -250,8 +249,16 @@ func selfServer(cfg *Config) string {
 	if s == nil || s.Disabled || s.URL != "" {
 		return ""
 	}
+	pathList := os.Getenv("PATH")
+	if p, ok := s.Env["PATH"]; ok {
+		pathList = p
+	}
+	dir := s.Cwd
+	if dir != "" && !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(cfg.file), dir)
+	}
 	self, err1 := os.Executable()
-	path, err2 := exec.LookPath(s.Command)
+	path, err2 := findProgram(s.Command, pathList, dir) // as the server is started
 	if err1 != nil || err2 != nil {
 		return ""
 	}
