@@ -270,6 +270,9 @@ type ServerConfig struct {
 	// name is the key of this server in mcpServers.
 	name string
 
+	// vscode is true for an entry of VS Code's "servers" map, for messages.
+	vscode bool
+
 	// shown maps each field in which a variable was expanded ("command",
 	// "args[0]", "url", "cwd"...) to its value as -check prints it, with
 	// "****" for each variable's value.
@@ -283,6 +286,27 @@ type ToolFilter struct {
 	Allow []string `json:"allow"`
 	// Deny lists tools not offered, even if allowed.
 	Deny []string `json:"deny"`
+}
+
+// UnmarshalJSON decodes a tools object, refusing keys it does not know, so
+// that a misspelt "deny" is an error rather than no filter.
+func (f *ToolFilter) UnmarshalJSON(data []byte) error {
+	type plain ToolFilter
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return fmt.Errorf(`want an object such as {"deny": ["delete_*"]}, got %s`, jsonKind(data))
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if k != "allow" && k != "deny" {
+			return unknownFieldError(k, []string{"allow", "deny"})
+		}
+	}
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf(`want {"allow": [tool names or globs], "deny": [tool names or globs]}`)
+	}
+	*f = ToolFilter(p)
+	return nil
 }
 
 // allows reports whether the filter lets the tool called name through. A nil
@@ -526,7 +550,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 		warn(path + ": " + ignoredKeysMessage(ignored))
 	}
 	if len(p.errs) > 0 {
-		return nil, p.err(path)
+		return nil, p.parseErrors(path, len(c.MCPServers))
 	}
 	c.applyDefaults()
 	return c, nil
@@ -721,11 +745,7 @@ func (a *AdminConfig) UnmarshalJSON(data []byte) error {
 				err = fmt.Errorf("maxDynamic: want an integer, got %s", jsonKind(entry[key]))
 			}
 		default:
-			if near, ok := nearest(key, known); ok {
-				err = fmt.Errorf("unknown field %q; did you mean %q?", key, near)
-			} else {
-				err = fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
-			}
+			err = unknownFieldError(key, known)
 		}
 		if err != nil {
 			return err

@@ -69,9 +69,53 @@ func (p *parser) err(file string) error {
 	return errors.Join(errs...)
 }
 
+// parseErrors is the error of a config file that does not parse: every
+// problem in it, and, for -check's summary line, how many servers it has
+// and how many of them have errors.
+type parseErrors struct {
+	err             error
+	servers, failed int
+	topLevel        int // problems not in a server entry
+}
+
+func (e *parseErrors) Error() string { return e.err.Error() }
+func (e *parseErrors) Unwrap() []error {
+	if j, ok := e.err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{e.err}
+}
+
+// parseErrors returns the recorded problems of the file, which has the
+// given number of servers, as a *parseErrors.
+func (p *parser) parseErrors(file string, servers int) error {
+	failed := map[string]bool{}
+	top := 0
+	for _, e := range p.errs {
+		if e.server == "" {
+			top++
+		}
+		failed[e.server] = true
+	}
+	delete(failed, "")
+	return &parseErrors{err: p.err(file), servers: servers, failed: len(failed), topLevel: top}
+}
+
+// summary returns -check's last line for a file that does not parse.
+func (e *parseErrors) summary() string {
+	line := fmt.Sprintf("%s: %d ok, %s", counted(e.servers, "server", "servers"), e.servers-e.failed, counted(e.failed, "error", "errors"))
+	if e.topLevel > 0 {
+		line += fmt.Sprintf("; %s outside the servers", counted(e.topLevel, "error", "errors"))
+	}
+	return line + "; corral would not start"
+}
+
 // decode decodes data into the value ptr points to, the field of server (or
 // the top-level key if server is "").
 func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
+	if shownDefault(field, data) {
+		return
+	}
 	err := json.Unmarshal(data, ptr)
 	var te *json.UnmarshalTypeError
 	switch {
@@ -81,6 +125,29 @@ func (p *parser) decode(server, field string, data json.RawMessage, ptr any) {
 	default:
 		p.errorf(server, field, "%v", err)
 	}
+}
+
+// shownDefault reports whether data, the value of field, is how -check
+// prints that the setting is off: "off" for idleStop, "none" for limits and
+// sandbox. It reads back as the key left out, so that what -check prints is
+// a config.
+func shownDefault(field string, data json.RawMessage) bool {
+	switch string(bytes.TrimSpace(data)) {
+	case `"off"`:
+		return field == "idleStop"
+	case `"none"`:
+		return field == "limits" || field == "sandbox"
+	}
+	return false
+}
+
+// unknownFieldError is the error for key, unknown in an object whose keys
+// are known: with the nearest of them where key is a likely typo.
+func unknownFieldError(key string, known []string) error {
+	if near, ok := nearest(key, known); ok {
+		return fmt.Errorf("unknown field %q; did you mean %q?", key, near)
+	}
+	return fmt.Errorf("unknown field %q; known fields are %s", key, quoteList(known))
 }
 
 // ignoredKeysMessage returns the warning for the ignored top-level keys.
@@ -121,6 +188,7 @@ func (p *parser) parseServers(mcpServers, vscodeServers json.RawMessage) map[str
 	enabled := 0
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		s := p.parseServer(name, entries[name])
+		s.vscode = p.origin[name] == "servers"
 		servers[name] = s
 		if !s.Disabled {
 			enabled++
@@ -234,7 +302,7 @@ func (p *parser) parseServer(name string, data json.RawMessage) *ServerConfig {
 func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage) {
 	fields := jsonFields(s)
 	known := slices.Sorted(maps.Keys(fields))
-	candidates := slices.Concat(known, foreignServerKeys, []string{"type"})
+	candidates := slices.Concat(known, foreignServerKeys, []string{"type", "serverUrl"})
 	delete(fields, "url") // checked below, with "type"
 	fields["url"] = &s.URL
 	delete(fields, "type") // checkServerType's
@@ -242,6 +310,12 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 		switch {
 		case key == "prerequisite":
 			p.decodePrereq(s, entry[key])
+		case key == "serverUrl": // Windsurf's name for url
+			if _, both := entry["url"]; both {
+				p.errorf(s.name, "serverUrl", `the entry has "url" too; keep one of the two (serverUrl is Windsurf's name for url)`)
+				continue
+			}
+			p.decode(s.name, key, entry[key], &s.URL)
 		case fields[key] != nil:
 			p.decode(s.name, key, entry[key], fields[key])
 			if key == "env" {
@@ -309,6 +383,8 @@ func (p *parser) parseRemote(s *ServerConfig, entry map[string]json.RawMessage) 
 		p.errorf(name, "url", "not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		p.errorf(name, "url", `want an http:// or https:// URL with a host, such as "https://example.com/mcp"`)
+	case u.Port() != "" && !validPort(u.Port()):
+		p.errorf(name, "url", "the port %s is out of range; a port is a number from 1 to 65535", u.Port())
 	}
 	for _, key := range []string{"command", "args", "env", "envFile", "cwd", "limits"} {
 		if _, ok := entry[key]; ok {
@@ -490,6 +566,13 @@ func checkListen(addr string) error {
 		return fmt.Errorf("invalid address %q: the port must be a number from 0 to 65535, e.g. %q", addr, defaultListen)
 	}
 	return nil
+}
+
+// validPort reports whether port, digits, is a port a URL can name: 1 to
+// 65535.
+func validPort(port string) bool {
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && n > 0
 }
 
 // readToken reads the bearer token named by authTokenFile (relative to the

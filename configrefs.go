@@ -172,9 +172,21 @@ func (p *parser) expand(s *ServerConfig, field string, value *string) {
 		if s.shown == nil {
 			s.shown = map[string]string{}
 		}
-		s.shown[field], _ = expandRefs(*value, func(string, string) (string, bool, error) { return secretMask, true, nil })
+		s.shown[field], _ = expandRefs(*value, p.shownLookup)
 	}
 	*value = v
+}
+
+// shownLookup resolves a reference as -check shows it: "****" for each,
+// since it may be a secret, but for ${workspaceFolder} and ${userHome},
+// which are not, and which a person checking a config wants to see.
+func (p *parser) shownLookup(kind, arg string) (string, bool, error) {
+	if kind == "" && (arg == "workspaceFolder" || arg == "userHome") {
+		if v, ok, err := p.variable(arg); ok && err == nil {
+			return v, true, nil
+		}
+	}
+	return secretMask, true, nil
 }
 
 // lookup returns how the references of field, in a server entry, resolve:

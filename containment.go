@@ -51,17 +51,15 @@ func onOff(on bool) string {
 // checkContainment writes to stdout, for -check, how corral would contain
 // the servers of cfg on this machine, and to stderr an error for each
 // server whose limits it could not enforce (such a server would not start).
-// It returns -check's exit code: 2 if any server's limits cannot be
-// enforced, else 0.
-func checkContainment(file string, cfg *Config, stdout, stderr io.Writer) int {
+// It returns the names of those servers.
+func checkContainment(file string, cfg *Config, stdout, stderr io.Writer) (failed []string) {
 	t := newCgroupTree(newInstanceID())
 	fmt.Fprintf(stdout, "containment: %s\n", t.describe())
-	code := 0
 	for _, s := range cfg.Servers() {
 		if err := t.enforceable(cfg.limits(s)); err != nil {
 			fmt.Fprintf(stderr, "corral: %s: mcpServers.%s.limits: %v; this server would not start\n", file, quoteName(s.Name()), err)
-			code = 2
+			failed = append(failed, s.Name())
 		}
 	}
-	return code
+	return failed
 }

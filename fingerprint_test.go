@@ -83,6 +83,7 @@ func TestFingerprintCoversEveryServerConfigField(t *testing.T) {
 		"RequestTimeout",                     // docs/config.md#reload: applies to the servers a reload starts
 		"MaxCatalogItems", "MaxCatalogBytes", // the same
 		"Prerequisite.shown", "name", "shown", // what -check prints; the key in mcpServers
+		"vscode", // which map the entry is in, for messages
 	}
 	// Values for the fields whose every non-zero value is not a change.
 	values := map[string]any{

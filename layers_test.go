@@ -137,6 +137,7 @@ var layerTable = []layer{
 		"config.go: the types and their defaults",
 		"configparse.go: parsing and validation",
 		"configcheck.go: what -check prints",
+		"clientconfig.go: what -client-config prints: a client's entry for corral",
 		"configenvfile.go: envFile",
 		"configlazy.go: lazy start and idle stop settings",
 		"configrefs.go: ${NAME} and ${file:PATH}",

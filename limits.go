@@ -55,7 +55,7 @@ func (l *Limits) UnmarshalJSON(data []byte) error {
 	}
 	for k := range keys {
 		if !slices.Contains(limitsFields, k) {
-			return fmt.Errorf("unknown field %q; known fields are %s", k, quoteList(limitsFields))
+			return unknownFieldError(k, limitsFields)
 		}
 	}
 	var p plain

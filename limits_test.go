@@ -65,7 +65,7 @@ func TestLimitsAreCheckedAndAServersOwnOverrideTheTopLevels(t *testing.T) {
 		{"a negative pids", `{"mcpServers": {"a": {"command": "x", "limits": {"pids": -3}}}}`,
 			`config.json: mcpServers.a.limits.pids: must not be negative, got -3; use a positive number such as 256, or remove the key for no limit`},
 		{"a misspelt limit", `{"mcpServers": {"a": {"command": "x", "limits": {"memroy": "1GiB"}}}}`,
-			`config.json: mcpServers.a.limits: unknown field "memroy"; known fields are "memory", "cpu", "pids"`},
+			`config.json: mcpServers.a.limits: unknown field "memroy"; did you mean "memory"?`},
 		{"limits of the wrong type", `{"mcpServers": {"a": {"command": "x", "limits": "1GiB"}}}`,
 			`config.json: mcpServers.a.limits: want an object such as {"memory": "512MiB", "cpu": 1.5, "pids": 256}, got string`},
 		{"limits on a remote server", `{"mcpServers": {"a": {"url": "https://example.com/mcp", "limits": {"pids": 5}}}}`,

@@ -6,6 +6,7 @@
 //
 //	corral -config FILE [-listen ADDR] [-stdio] [-log-format text|json] [-log-level LEVEL]
 //	corral -check -config FILE
+//	corral -client-config CLIENT -config FILE
 //
 // SIGHUP reloads the config.
 //
@@ -15,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -23,8 +25,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -60,6 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type invocation struct {
 	configPath, listen, logFormat, logLevel string
 	stdio, showVersion, check, allowRemote  bool
+	clientName                              string // -client-config
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -83,9 +88,10 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&inv.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
+	fs.StringVar(&inv.clientName, "client-config", "", "print the entry an MCP `client` needs to use corral with this config ("+strings.Join(clientNames(), ", ")+"), then exit")
 	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start and reload)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n       corral -client-config CLIENT -config FILE\n\n"+
 			"corral runs the MCP servers in FILE and serves their tools as one MCP server,\n"+
 			"at http://ADDR/mcp (default 127.0.0.1:8931) or, with -stdio, on stdin/stdout.\n\n")
 		fs.PrintDefaults()
@@ -103,6 +109,10 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	}
 	if inv.configPath == "" || fs.NArg() > 0 {
 		fs.Usage()
+		return 2, true
+	}
+	if inv.clientName != "" && !slices.Contains(clientNames(), inv.clientName) {
+		fmt.Fprintf(inv.stderr, "corral: -client-config %q: unknown client; write one of %s\n", inv.clientName, strings.Join(clientNames(), ", "))
 		return 2, true
 	}
 	if inv.listen != "" {
@@ -142,17 +152,20 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	cfg, err := inv.readConfig()
 	if err != nil {
 		fmt.Fprintf(inv.stderr, "corral: %v\n", err)
+		if pe := (*parseErrors)(nil); inv.check && errors.As(err, &pe) {
+			fmt.Fprintln(inv.stdout, pe.summary())
+		}
 		return 2, true
 	}
 	inv.cfg = cfg
 	for _, w := range secretWarnings(inv.configPath, cfg) {
 		inv.log.Warn(w)
 	}
+	if inv.clientName != "" {
+		return inv.printClientConfig(), true
+	}
 	if inv.check {
-		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
-		inv.stdout.Write(cfg.resolved())
-		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
-		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
+		return inv.checkConfig(), true
 	}
 	if name := selfServer(cfg); name != "" {
 		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
@@ -160,6 +173,65 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		return 2, true
 	}
 	return 0, false
+}
+
+// printClientConfig is -client-config: it prints the entry the client
+// needs to run corral, this binary, with the config, both by absolute path.
+func (inv *invocation) printClientConfig() int {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: cannot tell where this binary is: %v\n", err)
+		return 1
+	}
+	config, err := filepath.Abs(inv.configPath)
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: %v\n", err)
+		return 1
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		fmt.Fprintf(inv.stderr, "corral: -client-config: this binary, %s, is a temporary build of go run, removed when it exits; build corral (go build -o ~/bin/corral .) and run -client-config with that binary\n", exe)
+	}
+	out, err := clientConfig(inv.clientName, exe, config, inv.cfg, os.Getenv("PATH"))
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: %v\n", err)
+		return 2
+	}
+	io.WriteString(inv.stdout, out)
+	return 0
+}
+
+// checkConfig is -check once the config has parsed: it writes to stderr
+// what would keep a server from running, without starting anything (see
+// checkRunnable and checkContainment), and to stdout the config resolved,
+// what this machine enforces of it, and a summary line. It returns the exit
+// code: 2 if any server cannot run.
+func (inv *invocation) checkConfig() int {
+	cfg := inv.cfg
+	failed := map[string]bool{}
+	for _, e := range checkRunnable(cfg, inv.stdio) {
+		fmt.Fprintf(inv.stderr, "corral: %s\n", cfg.errorLine(e))
+		failed[e.server] = true
+	}
+	var containment bytes.Buffer
+	for _, name := range checkContainment(inv.configPath, cfg, &containment, inv.stderr) {
+		failed[name] = true
+	}
+	verdict := "ok"
+	if len(failed) > 0 {
+		verdict = "cannot run as it is: see the errors"
+	}
+	fmt.Fprintf(inv.stdout, "%s: %s\n", inv.configPath, verdict)
+	inv.stdout.Write(cfg.resolved())
+	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
+	inv.stdout.Write(containment.Bytes())
+	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
+	if len(failed) > 0 {
+		return 2
+	}
+	return 0
 }
 
 // selfServer returns the name of the server of cfg that is this very corral
@@ -177,8 +249,16 @@ func selfServer(cfg *Config) string {
 	if s == nil || s.Disabled || s.URL != "" {
 		return ""
 	}
+	pathList := os.Getenv("PATH")
+	if p, ok := s.Env["PATH"]; ok {
+		pathList = p
+	}
+	dir := s.Cwd
+	if dir != "" && !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(cfg.file), dir)
+	}
 	self, err1 := os.Executable()
-	path, err2 := exec.LookPath(s.Command)
+	path, err2 := findProgram(s.Command, pathList, dir) // as the server is started
 	if err1 != nil || err2 != nil {
 		return ""
 	}

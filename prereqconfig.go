@@ -204,7 +204,7 @@ func (p *parser) expandPrereq(s *ServerConfig, field, lookupField string, value 
 		if pre.shown == nil {
 			pre.shown = map[string]string{}
 		}
-		pre.shown[field], _ = expandRefs(*value, func(string, string) (string, bool, error) { return secretMask, true, nil })
+		pre.shown[field], _ = expandRefs(*value, p.shownLookup)
 	}
 	*value = v
 }

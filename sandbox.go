@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -67,6 +68,9 @@ func (s *SandboxConfig) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf(`want an object such as {"network": false}, got %s`, te.Value)
 	}
 	if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if k, err := strconv.Unquote(key); err == nil {
+			return unknownFieldError(k, sandboxKeys)
+		}
 		return fmt.Errorf("unknown field %s; known fields are %s", key, quoteList(sandboxKeys))
 	}
 	return err

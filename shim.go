@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -93,7 +94,7 @@ func joinCgroup(dir string) error {
 // working directory), so that a missing program is the same error as
 // without the shim.
 func shimCommand(spec processSpec, dirs []string, plan *sandboxPlan) (*exec.Cmd, error) {
-	server := exec.Command(spec.command, spec.args...)
+	server := programCommand(spec)
 	if server.Err != nil {
 		return nil, server.Err
 	}
@@ -118,6 +119,29 @@ func shimCommand(spec processSpec, dirs []string, plan *sandboxPlan) (*exec.Cmd,
 	return exec.Command("/proc/self/exe", shimArg, string(arg)), nil
 }
 
+// programCommand returns the command that runs spec's program with its
+// args, the program found as findProgram finds it: through the PATH of
+// spec's environment (the server's env's PATH, when it sets one), as a
+// desktop client finds it, and as -check does.
+func programCommand(spec processSpec) *exec.Cmd {
+	cmd := exec.Command(spec.command, spec.args...)
+	if spec.command == "" || strings.Contains(spec.command, "/") {
+		return cmd
+	}
+	pathList := os.Getenv("PATH") // when spec's environment has none
+	for _, kv := range spec.env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList = v // the last one is the one the process gets
+		}
+	}
+	if path, err := findProgram(spec.command, pathList, spec.dir); err == nil {
+		cmd.Path, cmd.Err = path, nil
+	} else {
+		cmd.Path, cmd.Err = spec.command, &exec.Error{Name: spec.command, Err: exec.ErrNotFound}
+	}
+	return cmd
+}
+
 // containedCommand returns the command that starts the server spec
 // describes, its cgroup and its sandbox plan: through the shim where spec
 // puts servers in cgroups or has a sandbox that asks for something, the
@@ -137,7 +161,7 @@ func containedCommand(spec processSpec) (*exec.Cmd, *serverCgroup, *sandboxPlan,
 		return nil, nil, nil, err
 	}
 	if cg == nil && plan == nil {
-		return exec.Command(spec.command, spec.args...), nil, nil, nil
+		return programCommand(spec), nil, nil, nil
 	}
 	var dirs []string // none without a cgroup
 	if cg != nil {
