@@ -135,6 +135,7 @@ var layerTable = []layer{
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
 		"configparse.go: parsing and validation",
+		"clients.go: named clients, their tokens, and the profiles of what each sees",
 		"configcheck.go: what -check prints",
 		"configenvfile.go: envFile",
 		"configlazy.go: lazy start and idle stop settings",

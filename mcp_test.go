@@ -83,7 +83,7 @@ func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveStdio(ctx, gw, inR, outW, 1<<20, time.Second, testLogger(t))
+		serveStdio(ctx, gw, stdioPrincipal, inR, outW, 1<<20, time.Second, testLogger(t))
 		outW.Close()
 	}()
 	read := make(chan struct{})
