@@ -422,7 +422,7 @@ func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *h
 func (h *httpFrontEnd) sendAnswer(w http.ResponseWriter, s *session, sid string, id json.RawMessage, a *reply, status func(*reply) int) {
 	held, n, refused := h.gw.sessions.holdAnswer(s, id, a)
 	if refused != "" {
-		h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", a.len(), "limit", refused)
+		h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "client", s.who.name, "bytes", a.len(), "limit", refused)
 	}
 	h.writeDeadline(http.NewResponseController(w))
 	err := writeAnswer(w, status(held), held)
@@ -482,7 +482,7 @@ func (h *httpFrontEnd) call(w http.ResponseWriter, r *http.Request, s *session, 
 	if answer != nil {
 		held, n, refused := h.gw.sessions.holdAnswer(s, in.msg.ID, answer)
 		if refused != "" {
-			h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", answer.len(), "limit", refused)
+			h.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "client", s.who.name, "bytes", answer.len(), "limit", refused)
 		}
 		h.writeDeadline(http.NewResponseController(w))
 		_, err := writeSSEFrontReply(w, held) // the handler's return sends the end

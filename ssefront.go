@@ -169,7 +169,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		if s.sse.overflowed() || strings.Contains(why, "writeTimeout") { // the client stopped reading
 			level = slog.LevelWarn
 		}
-		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
+		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id, "client", s.who.name)
 	}
 	h.endSession(s)
 	s.sse.cancel()
