@@ -454,9 +454,9 @@ func (s *server) initialize(id, params json.RawMessage) {
 
 // toolDescriptor describes a tool in the result of tools/list.
 type toolDescriptor struct {
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
-	InputSchema inputSchema `json:"inputSchema"`
+	Name        string       `json:"name"`
+	Description string       `json:"description"`
+	InputSchema inputSchema  `json:"inputSchema"`
 	Annotations *annotations `json:"annotations,omitempty"` // -read-only
 }
 
