@@ -399,7 +399,20 @@ func TestReloadChangesAClientsViewWithListChangedAndEndsTheSessionsOfARemovedCli
 	default:
 	}
 
+	// The same reload reads alice's token file again: she rotated it.
+	var alicePath string
+	json.Unmarshal([]byte(alice), &alicePath)
+	const rotated = "c0ffee00112233445566778899aabbccddeeff"
+	if err := os.WriteFile(alicePath, []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	reload(config("ab", false))
+	for token, want := range map[string]int{aliceToken: http.StatusUnauthorized, rotated: http.StatusOK} {
+		c := &client{t: t, url: tg.url, auth: "Bearer " + token}
+		if resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`); resp.StatusCode != want {
+			t.Errorf("initialize with alice's token %s after she rotated it = %s %s, want %d", token, resp.Status, body, want)
+		}
+	}
 	if !bobSession.hasEnded() {
 		t.Error("a session of bob, whom the reload removed, did not end")
 	}

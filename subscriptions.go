@@ -249,7 +249,8 @@ func (t *subscriptions) unsubscribeAll(s *session) {
 
 // tellUpdated passes server's notifications/resources/updated, params, to
 // the sessions subscribed to the resource (to only, if not nil, if it is
-// one of them), with the URI each of them used. It does not block.
+// one of them) that still see it, with the URI each of them used. It does
+// not block.
 func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only *session) {
 	var p struct {
 		URI string `json:"uri"`
@@ -258,6 +259,9 @@ func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only 
 	for s, uri := range t.subscribers(subKey{server, p.URI}) {
 		if only != nil && s != only {
 			continue
+		}
+		if t.viewOf != nil && !t.viewOf(s.who).sees(kindResource, server, p.URI, nil) {
+			continue // a reload took the resource out of the session's view
 		}
 		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
 		s.send(note[:len(note)-1])
