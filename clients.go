@@ -8,6 +8,7 @@ package main
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"maps"
 	"math"
 	"path/filepath"
@@ -246,4 +247,94 @@ func (p *parser) readClientToken(name string, cl *ClientConfig) (token, field st
 // authTokenFile's or a named client's.
 func (c *Config) asksForToken() bool {
 	return c.token != "" || len(c.clientTokens) > 0
+}
+
+// profilesReport returns what -check prints of c's clients and profiles,
+// or nothing if it has neither: each client with its profile, and each
+// profile resolved: the servers it shows, what it shows of each, and each
+// pattern that matches none of the server's items (usually a typo).
+// items returns the names server listed of a kind (by the field of its
+// list: "tools", "prompts", "resources", "resourceTemplates") when it
+// last ran, and whether they are known; a pattern is checked only against
+// items known.
+func (c *Config) profilesReport(items func(server, field string) ([]string, bool)) []byte {
+	if len(c.Clients) == 0 && len(c.Profiles) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(c.Clients)) {
+		cl := c.Clients[name]
+		switch {
+		case cl == nil:
+		case cl.Profile == "":
+			fmt.Fprintf(&b, "client %s: every server\n", quoteName(name))
+		default:
+			fmt.Fprintf(&b, "client %s: profile %s\n", quoteName(name), quoteName(cl.Profile))
+		}
+	}
+	servers := slices.Sorted(maps.Keys(c.MCPServers))
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		p := c.Profiles[name]
+		if p == nil {
+			continue
+		}
+		where := ""
+		if len(c.Clients) == 0 {
+			where = fmt.Sprintf(" (served at %s/%s and by -stdio -profile %s)", mcpPath, name, name)
+		}
+		fmt.Fprintf(&b, "profile %s%s:\n", quoteName(name), where)
+		if p.ReadOnlyTools {
+			fmt.Fprintf(&b, "  only tools whose annotations say readOnlyHint: true\n")
+		}
+		shown := 0
+		var warnings []string
+		for _, server := range servers {
+			r := p.rules(server)
+			if r == nil {
+				continue
+			}
+			shown++
+			var rules []string
+			for _, f := range []struct {
+				key    string
+				fields []string
+				filter *ToolFilter
+			}{{"tools", []string{"tools"}, r.Tools}, {"prompts", []string{"prompts"}, r.Prompts}, {"resources", []string{"resources", "resourceTemplates"}, r.Resources}} {
+				if f.filter == nil {
+					continue
+				}
+				if len(f.filter.Allow) > 0 {
+					rules = append(rules, fmt.Sprintf("%s.allow %q", f.key, f.filter.Allow))
+				}
+				if len(f.filter.Deny) > 0 {
+					rules = append(rules, fmt.Sprintf("%s.deny %q", f.key, f.filter.Deny))
+				}
+				var names []string
+				known := false
+				for _, field := range f.fields {
+					n, ok := items(server, field)
+					names, known = append(names, n...), known || ok
+				}
+				if !known {
+					continue
+				}
+				for _, pattern := range slices.Concat(f.filter.Allow, f.filter.Deny) {
+					if !slices.ContainsFunc(names, func(n string) bool { return globMatch(pattern, n) }) {
+						warnings = append(warnings, fmt.Sprintf("  warning: server %s: %s pattern %q matches none of the %d %s it listed when it last ran (a typo?)\n", quoteName(server), f.key, pattern, len(names), f.key))
+					}
+				}
+			}
+			if len(rules) == 0 {
+				rules = []string{"everything"}
+			}
+			fmt.Fprintf(&b, "  server %s: %s\n", quoteName(server), strings.Join(rules, ", "))
+		}
+		if shown == 0 {
+			fmt.Fprintf(&b, "  no server: its clients see nothing\n")
+		}
+		for _, w := range warnings {
+			b.WriteString(w)
+		}
+	}
+	return []byte(b.String())
 }

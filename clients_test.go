@@ -529,3 +529,41 @@ func TestTokenBits(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPrintsEachClientsProfileAndThePatternsThatMatchNothing(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig("c.json", []byte(`{
+		"clients": {"alice": {"tokenFile": `+tokenFile(t, aliceToken)+`, "profile": "dev"}, "root": {"tokenFile": `+tokenFile(t, rootToken)+`}},
+		"profiles": {"dev": {"servers": {"github": {"tools": {"deny": ["delete_*", "dleete_*"]}}, "fs": {"resources": {"allow": ["file:///nowhere/*"]}}}}},
+		"mcpServers": {"github": {"command": "true"}, "fs": {"command": "true"}, "other": {"command": "true"}}
+	}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := func(server, field string) ([]string, bool) {
+		switch {
+		case server == "github" && field == "tools":
+			return []string{"create_issue", "delete_repo"}, true
+		case server == "github":
+			return nil, true
+		}
+		return nil, false // fs never ran: its items are not known
+	}
+	got := string(cfg.profilesReport(items))
+	for _, want := range []string{
+		"client alice: profile dev\n",
+		"client root: every server\n",
+		"  server fs: resources.allow [\"file:///nowhere/*\"]\n",
+		"  server github: tools.deny [\"delete_*\" \"dleete_*\"]\n",
+		`warning: server github: tools pattern "dleete_*" matches none of the 2 tools`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("profilesReport =\n%s\nwant it to hold %q", got, want)
+		}
+	}
+	for _, unwanted := range []string{`"delete_*" matches none`, "server other", "file:///nowhere/*\" matches none"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("profilesReport =\n%s\nwant no %q", got, unwanted)
+		}
+	}
+}

@@ -157,6 +157,7 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	if inv.check {
 		fmt.Fprintf(inv.stdout, "%s: ok\n", inv.configPath)
 		inv.stdout.Write(cfg.resolved())
+		inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 		inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 		return checkContainment(inv.configPath, cfg, inv.stdout, inv.stderr), true
 	}
