@@ -69,6 +69,13 @@ func (c *catalog) listsFor(v *view) *[numKinds]catalogList {
 	return l
 }
 
+// inView reports whether the list of kind k that view v sees holds name, a
+// name as clients see it: from the lists listsFor keeps, so that asking
+// costs a map lookup, not the view's matching again.
+func (c *catalog) inView(v *view, k kind, name string) bool {
+	return v == nil || c.listsFor(v)[k].byName[name] != nil
+}
+
 // catalogList is the aggregated list of one kind, sorted by name.
 type catalogList struct {
 	items  []catalogItem

@@ -110,8 +110,9 @@ type clientToken struct {
 // which token, if any, matched.
 func clientOf(tokens []clientToken, got string) string {
 	who := ""
+	g := []byte(got)
 	for _, t := range tokens {
-		if subtle.ConstantTimeCompare([]byte(got), t.token) == 1 {
+		if subtle.ConstantTimeCompare(g, t.token) == 1 {
 			who = t.client
 		}
 	}

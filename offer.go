@@ -217,7 +217,7 @@ func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, 
 		}
 	case "ref/resource":
 		var orig string
-		if it := o.lookup(ctx, kindTemplate, refURI); it != nil && v.sees(kindTemplate, it.backend.name, it.orig, it.src) {
+		if it := o.lookup(ctx, kindTemplate, refURI); it != nil && o.catalog().inView(v, kindTemplate, refURI) {
 			b, orig = it.backend, it.orig
 		} else {
 			b, orig, werr = o.itemByURI(ctx, v, msg.Method, refURI)
@@ -244,7 +244,7 @@ func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, 
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
 	}
 	it := o.lookup(ctx, k, name)
-	if it == nil || !v.sees(k, it.backend.name, it.orig, it.src) {
+	if it == nil || !o.catalog().inView(v, k, name) {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(v, k, name)}
 	}
 	return it.backend, it.orig, nil
