@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -565,5 +566,37 @@ func TestCheckPrintsEachClientsProfileAndThePatternsThatMatchNothing(t *testing.
 		if strings.Contains(got, unwanted) {
 			t.Errorf("profilesReport =\n%s\nwant no %q", got, unwanted)
 		}
+	}
+}
+
+func TestCorralStdioWithAProfileServesOnlyItsServers(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"profiles": {"onlyA": {"servers": {"a": {}}}}, "mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"],"prefix":"a"},
+		"b": {"command":"FAKE","args":["-state","STATE","-name","b"],"prefix":"b"}
+	}}`, "-stdio", "-profile", "onlyA")
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	for {
+		var m wireMsg
+		line := readLine(t, c.stdout)
+		if json.Unmarshal(line, &m) != nil || string(m.ID) != "2" {
+			continue
+		}
+		if !strings.Contains(string(line), `"a__echo"`) || strings.Contains(string(line), `"b__`) {
+			t.Errorf("tools/list of -stdio -profile onlyA = %s, want a's tools alone", line)
+		}
+		break
+	}
+	c.stdin.Close()
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d, want 0", code)
 	}
 }
