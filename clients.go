@@ -7,7 +7,9 @@ package main
 // to the principal of every request a client sends.
 
 import (
+	"bytes"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -156,9 +158,16 @@ func tokenBits(token string) float64 {
 
 // validateClients checks c's clients and profiles, and reads each client's
 // token into c.clientTokens. Every error names the client or profile and
-// its field. It runs after the servers are parsed and the bearer token of
-// authTokenFile is read, which no client's token may equal.
-func (p *parser) validateClients(c *Config) {
+// its field. clients and profiles are the raw values of the top-level keys
+// (nil if missing), in which a field corral does not know is an error: a
+// misspelt "tools" would show every tool. It runs after the servers are
+// parsed and the bearer token of authTokenFile is read, which no client's
+// token may equal.
+func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
+	p.refuseUnknownFields("clients", clients, func() any { return new(ClientConfig) },
+		"a client's fields are tokenFile, tokenEnv and profile")
+	p.refuseUnknownFields("profiles", profiles, func() any { return new(ProfileConfig) },
+		`a profile's fields are servers and readOnlyTools; each server's, tools, resources and prompts; each of those, allow and deny`)
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		prof := c.Profiles[name]
 		field := "profiles." + quoteName(name)
@@ -212,6 +221,24 @@ func (p *parser) validateClients(c *Config) {
 		}
 		seen[token] = "client " + quoteName(name)
 		c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
+	}
+}
+
+// refuseUnknownFields records an error for each entry of data, the map of
+// the top-level key that decodes into what fresh returns, that holds a
+// field corral does not know; fields says which there are.
+func (p *parser) refuseUnknownFields(key string, data json.RawMessage, fresh func() any, fields string) {
+	var entries map[string]json.RawMessage
+	if json.Unmarshal(data, &entries) != nil {
+		return // decode reported it
+	}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		dec := json.NewDecoder(bytes.NewReader(entries[name]))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(fresh())
+		if err != nil && strings.Contains(err.Error(), "unknown field") {
+			p.errorf("", key+"."+quoteName(name), "%s; %s", strings.TrimPrefix(err.Error(), "json: "), fields)
+		}
 	}
 }
 

@@ -484,6 +484,10 @@ func TestClientsAndProfilesConfigErrorsNameTheClientOrProfileAndTheField(t *test
 			[]string{`clients.ci.tokenEnv`, `CORRAL_TEST_UNSET_TOKEN is not set`}},
 		{"no token", `{"clients": {"ci": {"profile": ""}}, ` + servers + `}`,
 			[]string{`clients.ci.tokenFile`, `has no token`}},
+		{"a misspelt field of a profile's server", `{"profiles": {"dev": {"servers": {"fs": {"tool": {"deny": ["x"]}}}}}, ` + servers + `}`,
+			[]string{`profiles.dev`, `unknown field "tool"`}},
+		{"a misspelt field of a client", `{"clients": {"ci": {"tokenFile": ` + strong + `, "profil": "x"}}, ` + servers + `}`,
+			[]string{`clients.ci`, `unknown field "profil"`}},
 		{"both token sources", `{"clients": {"ci": {"tokenFile": ` + strong + `, "tokenEnv": "X"}}, ` + servers + `}`,
 			[]string{`clients.ci.tokenFile`, `not both`}},
 	} {

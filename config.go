@@ -535,7 +535,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	p.validate(c)
 	p.validateAdmin(c)
 	c.token = p.readToken(c, path)
-	p.validateClients(c)
+	p.validateClients(c, top["clients"], top["profiles"])
 
 	if len(ignored) > 0 && warn != nil {
 		warn(path + ": " + ignoredKeysMessage(ignored))
