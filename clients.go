@@ -308,7 +308,7 @@ func (c *Config) profilesReport(items func(server, field string) ([]string, bool
 		}
 		where := ""
 		if len(c.Clients) == 0 {
-			where = fmt.Sprintf(" (served at %s/%s and by -stdio -profile %s)", mcpPath, name, name)
+			where = fmt.Sprintf(" (served at /mcp/%s and by -stdio -profile %s)", name, name)
 		}
 		fmt.Fprintf(&b, "profile %s%s:\n", quoteName(name), where)
 		if p.ReadOnlyTools {
