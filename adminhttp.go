@@ -30,6 +30,10 @@ func (h *httpFrontEnd) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeAdmin(w, http.StatusNotFound, map[string]string{"error": `the admin API is off; set "admin": {"registration": true} in the config, with a bearer token`})
 		return
 	}
+	if who, _ := h.authenticate(r); who != tokenPrincipal {
+		writeAdmin(w, http.StatusForbidden, map[string]string{"error": "the admin API needs authTokenFile's token; a named client's token does not reach it"})
+		return
+	}
 	name, one := strings.CutPrefix(r.URL.Path, adminServersPath+"/")
 	switch {
 	case !one && r.Method == http.MethodGet:

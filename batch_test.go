@@ -136,7 +136,7 @@ func TestBatchesOverStdioInA20250326Session(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveStdio(ctx, tg.gw, inR, outW, 1<<20, time.Second, testLogger(t))
+		serveStdio(ctx, tg.gw, stdioPrincipal, inR, outW, 1<<20, time.Second, testLogger(t))
 		outW.Close()
 	}()
 	t.Cleanup(func() { cancel(); inW.Close(); io.Copy(io.Discard, outR); <-served })

@@ -120,3 +120,23 @@ func (c *rawClient) call(b *testing.B, i int) []byte {
 	}
 	return c.body
 }
+
+// BenchmarkToolsCallThroughCorralRawClientAsAClient is
+// BenchmarkToolsCallThroughCorralRawClient from a named client of two,
+// whose profile filters tools by a pattern and by their readOnlyHint: the
+// cost of the token compares and of the view on each call.
+func BenchmarkToolsCallThroughCorralRawClientAsAClient(b *testing.B) {
+	tg := startGateway(b, `{
+		"clients": {"alice": {"tokenFile": `+tokenFile(b, aliceToken)+`, "profile": "p"}, "bob": {"tokenFile": `+tokenFile(b, bobToken)+`}},
+		"profiles": {"p": {"servers": {"a": {"tools": {"deny": ["delete_*"]}}}, "readOnlyTools": true}},
+		"mcpServers": {"a": {"command":"FAKE","args":["-state","STATE","-read-only","echo"]}}
+	}`)
+	c := connectWith(b, tg.url, "Bearer "+aliceToken)
+	rc := dialRaw(b, tg.url, "Authorization: Bearer "+aliceToken+"\r\nMcp-Session-Id: "+c.sid+"\r\nAccept: application/json, text/event-stream\r\n")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if body := rc.call(b, i); !bytes.Contains(body, []byte("hello")) {
+			b.Fatalf("answer %s", body)
+		}
+	}
+}

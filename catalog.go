@@ -53,7 +53,7 @@ func (c *catalog) listsFor(v *view) *[numKinds]catalogList {
 	l := new([numKinds]catalogList)
 	for k := range numKinds {
 		for _, it := range c.lists[k].items {
-			if v.sees(k, it.backend.name, it.name) {
+			if v.sees(k, it.backend.name, it.orig, it.src) {
 				l[k].items = append(l[k].items, it)
 			}
 		}
@@ -67,6 +67,13 @@ func (c *catalog) listsFor(v *view) *[numKinds]catalogList {
 	}
 	c.views[v] = l
 	return l
+}
+
+// inView reports whether the list of kind k that view v sees holds name, a
+// name as clients see it: from the lists listsFor keeps, so that asking
+// costs a map lookup, not the view's matching again.
+func (c *catalog) inView(v *view, k kind, name string) bool {
+	return v == nil || c.listsFor(v)[k].byName[name] != nil
 }
 
 // catalogList is the aggregated list of one kind, sorted by name.
@@ -330,7 +337,7 @@ func (c *catalog) page(v *view, k kind, params json.RawMessage, size int, meta j
 }
 
 // resolveURI finds the server that serves a resource URI as clients see it,
-// and the server's own URI for it:
+// and the server's own URI for it, within view v (nil: every server):
 //
 //  1. a URI in the aggregated resource list;
 //  2. a URI that a template in the aggregated list matches (by its text up
@@ -338,18 +345,29 @@ func (c *catalog) page(v *view, k kind, params json.RawMessage, size int, meta j
 //  3. "q+uri", where q is a server's prefix or name: that server's "uri";
 //  4. any URI, when only one server offers resources.
 //
-// A URI in a prefix's namespace ("prefix+") goes to that prefix's server or
-// nowhere: no other server's template or name takes it. It returns nil when
-// none applies.
-func (c *catalog) resolveURI(backends []*backend, uri string) (*backend, string) {
-	if it := c.lookup(kindResource, uri); it != nil {
+// Only the lists, templates and servers v sees take part, and the URI
+// found must be one v sees. A URI in a prefix's namespace ("prefix+") goes
+// to that prefix's server or nowhere: no other server's template or name
+// takes it. It returns nil when none applies.
+func (c *catalog) resolveURI(v *view, backends []*backend, uri string) (*backend, string) {
+	lists := c.listsFor(v)
+	if it := lists[kindResource].byName[uri]; it != nil {
 		return it.backend, it.orig
 	}
+	b, orig := resolveUnlisted(lists, v, backends, uri)
+	if b == nil || !v.sees(kindResource, b.name, orig, nil) {
+		return nil, ""
+	}
+	return b, orig
+}
+
+// resolveUnlisted is resolveURI's steps 2 to 4, over the lists of view v.
+func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend, uri string) (*backend, string) {
 	ns := namespace(backends, kindResource, uri)
 	var best *catalogItem
 	bestLen := -1
-	for i := range c.lists[kindTemplate].items {
-		it := &c.lists[kindTemplate].items[i]
+	for i := range lists[kindTemplate].items {
+		it := &lists[kindTemplate].items[i]
 		lit, _, _ := strings.Cut(it.name, "{")
 		if lit != "" && strings.HasPrefix(uri, lit) && len(lit) > bestLen && (ns == "" || it.backend.cfg.Prefix == ns) {
 			best, bestLen = it, len(lit)
@@ -361,6 +379,9 @@ func (c *catalog) resolveURI(backends []*backend, uri string) (*backend, string)
 	}
 	var offering []*backend
 	for _, b := range backends {
+		if !v.seesServer(b.name) {
+			continue
+		}
 		q := b.cfg.Prefix
 		if q == "" {
 			q = b.name

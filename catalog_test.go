@@ -102,7 +102,7 @@ func TestCatalogPrefixedNameBelongsToItsPrefixsServerAlone(t *testing.T) {
 				var b *backend
 				var orig string
 				if w.k == kindResource {
-					b, orig = cat.resolveURI(tc.backends, w.name)
+					b, orig = cat.resolveURI(nil, tc.backends, w.name)
 				} else if it := cat.lookup(w.k, w.name); it != nil {
 					b, orig = it.backend, it.orig
 				}

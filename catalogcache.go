@@ -245,3 +245,33 @@ func catalogSource(err error) string {
 	}
 	return "catalog cache ignored"
 }
+
+// cachedItems returns what Config.profilesReport asks of cfg's servers'
+// items: the names a server listed of a kind (by its list's field) as its
+// catalog cache file holds them, and whether there is one (a lazy server
+// that has run once); -check runs no server.
+func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
+	dir, err := cfg.catalogCacheDir()
+	return func(server, field string) ([]string, bool) {
+		s := cfg.MCPServers[server]
+		if err != nil || s == nil {
+			return nil, false
+		}
+		cc, err := newCatalogCache(dir, cfg, s).load()
+		if err != nil {
+			return nil, false
+		}
+		var names []string
+		for k := range numKinds {
+			if kinds[k].field != field {
+				continue
+			}
+			for _, raw := range cc.Lists[field] {
+				if name, err := itemName(k, raw); err == nil {
+					names = append(names, name)
+				}
+			}
+		}
+		return names, true
+	}
+}

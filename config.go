@@ -80,6 +80,17 @@ type Config struct {
 	AuthTokenFile string `json:"authTokenFile"`
 	AuthTokenEnv  string `json:"authTokenEnv"`
 
+	// Clients names the clients that may call corral over HTTP, each with
+	// its own bearer token and profile (clients.go). If empty, there is
+	// one client, the holder of authTokenFile's token (or anyone, if none),
+	// who sees every server.
+	Clients map[string]*ClientConfig `json:"clients,omitempty"`
+
+	// Profiles names what a client sees: which servers, and which of their
+	// tools, resources and prompts (clients.go). A client names one; with
+	// no clients, /mcp/NAME and -stdio -profile NAME serve profile NAME.
+	Profiles map[string]*ProfileConfig `json:"profiles,omitempty"`
+
 	// MaxInFlightPerSession bounds one session's calls in flight; past it a
 	// call fails at once. If zero, 256.
 	MaxInFlightPerSession int `json:"maxInFlightPerSession"`
@@ -180,6 +191,9 @@ type Config struct {
 
 	// token is the bearer token read from AuthTokenFile or AuthTokenEnv.
 	token string
+
+	// clientTokens are the tokens of Clients, read at load.
+	clientTokens []clientToken
 }
 
 // ServerConfig says how to run one stdio MCP server.
@@ -545,6 +559,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	p.validate(c)
 	p.validateAdmin(c)
 	c.token = p.readToken(c, path)
+	p.validateClients(c, top["clients"], top["profiles"])
 
 	if len(ignored) > 0 && warn != nil {
 		warn(path + ": " + ignoredKeysMessage(ignored))

@@ -206,6 +206,21 @@ func secretWarnings(path string, c *Config) []string {
 			out = append(out, fmt.Sprintf("the bearer token file %s is readable by other users; chmod 600 %s", f, f))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(c.Clients)) {
+		f := ""
+		if cl := c.Clients[name]; cl != nil {
+			f = cl.TokenFile
+		}
+		if f == "" {
+			continue
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(path), f)
+		}
+		if readable(f) {
+			out = append(out, fmt.Sprintf("client %s's token file %s is readable by other users; chmod 600 %s", quoteName(name), f, f))
+		}
+	}
 	return out
 }
 

@@ -42,6 +42,16 @@ func TestSecretWarnings(t *testing.T) {
 	if w := secretWarnings(path, c); len(w) != 0 {
 		t.Errorf("secretWarnings on a readable file whose values are all references = %q, want none", w)
 	}
+
+	// A client's token file readable by others is warned of, by the client.
+	os.WriteFile(filepath.Join(dir, "alice.token"), []byte(aliceToken), 0o644)
+	c, err = ParseConfig(path, []byte(`{"clients":{"alice":{"tokenFile":"alice.token"}},"mcpServers":{"a":{"command":"x"}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := secretWarnings(path, c); len(w) != 1 || !strings.Contains(w[0], "client alice's token file") {
+		t.Errorf("secretWarnings with a client's token file readable by others = %q, want one naming the client", w)
+	}
 }
 
 func TestCheckMasksSecrets(t *testing.T) {

@@ -338,6 +338,8 @@ func TestExitCodes(t *testing.T) {
 		{"an unknown flag is a usage error", `{}`, []string{"-nope"}, 2, "flag provided but not defined"},
 		{"a -listen port over 65535 is a usage error", `{"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-listen", "127.0.0.1:99999"}, 2, "-listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
 		{"a listen port over 65535 is a config error", `{"listen":"127.0.0.1:99999","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-check"}, 2, "listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
+		{"-profile without -stdio is a usage error", `{"profiles":{"p":{"servers":{"a":{}}}},"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-profile", "p"}, 2, "-profile needs -stdio"},
+		{"-profile naming no profile is a config error", `{"profiles":{"p":{"servers":{"a":{}}}},"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-stdio", "-profile", "q"}, 2, `-profile "q": `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

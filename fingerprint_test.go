@@ -65,6 +65,12 @@ func nonZero(t reflect.Type) reflect.Value {
 	case reflect.Map:
 		v.Set(reflect.MakeMap(t))
 		v.SetMapIndex(nonZero(t.Key()), nonZero(t.Elem()))
+	case reflect.Struct: // an element of a map (clients, profiles): every field set
+		for i := range t.NumField() {
+			if t.Field(i).IsExported() {
+				v.Field(i).Set(nonZero(t.Field(i).Type))
+			}
+		}
 	default:
 		panic("nonZero: no value for a " + t.String())
 	}

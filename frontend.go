@@ -57,7 +57,7 @@ func decodeClientMessage(data []byte) (*wireMsg, *reply) {
 func (fe frontEnd) hold(s *session, sid string, id json.RawMessage, a *reply) (*reply, int64) {
 	held, n, refused := fe.gw.sessions.holdAnswer(s, id, a)
 	if refused != "" {
-		fe.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "bytes", a.len(), "limit", refused)
+		fe.log.Warn("dropped an answer: the answers waiting for clients that do not read them are at a bound", "session", sid, "client", s.who.name, "bytes", a.len(), "limit", refused)
 	}
 	return held, n
 }
@@ -73,9 +73,9 @@ func (fe frontEnd) written(s *session, sid string, n int64, size int, err error)
 	switch {
 	case err == nil:
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		fe.log.Warn("a client did not read its answer within writeTimeout: its connection is closed and the answer dropped", "session", sid, "bytes", size, "writeTimeout", fe.gw.config().WriteTimeout.D())
+		fe.log.Warn("a client did not read its answer within writeTimeout: its connection is closed and the answer dropped", "session", sid, "client", s.who.name, "bytes", size, "writeTimeout", fe.gw.config().WriteTimeout.D())
 	default:
-		fe.log.Debug("writing an answer failed: the client went away", "session", sid, "bytes", size, "err", err)
+		fe.log.Debug("writing an answer failed: the client went away", "session", sid, "client", s.who.name, "bytes", size, "err", err)
 	}
 }
 

@@ -40,6 +40,7 @@ import (
 // backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
+	acc      *access // the views of cfg's clients and profiles, replaced with it; read it with viewOf
 	log      *slog.Logger
 	backends []*backend // sorted by name; replaced whole by Reload, never changed in place
 	instance string     // the marker of this gateway's processes; see newInstanceID
@@ -70,6 +71,10 @@ type Gateway struct {
 	catWanted   atomic.Uint64
 	catBuilt    uint64
 	catRebuilds int // under catMu: the rebuilds made, which tests count
+	// catAcc, under catMu, is the access whose views the sessions were
+	// last told of changes in: the next rebuild tells each session what
+	// changed from its view then to its view now.
+	catAcc *access
 	// collisions, under catMu, are the name collisions logged, so that each
 	// is logged once, when it appears, not at every rebuild while it lasts.
 	collisions map[string]bool
@@ -111,14 +116,14 @@ const defaultPageSize = 1000
 // reaper, if not nil, is told of every process the gateway starts; it is nil
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
-	g := &Gateway{cfg: cfg, log: log, cat: &catalog{},
+	g := &Gateway{cfg: cfg, acc: newAccess(cfg), log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper}
 	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
-	g.tasks = newTaskTable(g.config, g.forward, &g.owned)
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned, g.seesTool)
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	// g.scopes, made below with g.subs, answers the subscriptions to
 	// session-scoped servers.
-	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.offer.resolveURI, g.offer.unknown,
+	g.subs = newSubscriptions(g.config, g.backendList, &g.owned, g.offer.resolveURI, g.offer.unknown, g.viewOf,
 		func(ctx context.Context, s *session, b *backend, key subKey, uri string, params json.RawMessage) (any, error) {
 			return g.scopes.subscribe(ctx, s, b, key, uri, params)
 		},
@@ -133,7 +138,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
 		waitFirstStarts: g.offer.waitFirstStarts, capabilities: g.offer.capabilities, instructions: g.offer.instructions,
-		backends: g.backendList, scopedLogLevels: g.scopes.applyLogLevels,
+		viewOf: g.viewOf, backends: g.backendList, scopedLogLevels: g.scopes.applyLogLevels,
 		endScoped: g.scopes.end, unsubscribeAll: g.subs.unsubscribeAll, forgetTasks: g.tasks.forgetSession,
 	})
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
@@ -154,6 +159,29 @@ func (g *Gateway) currentCatalog() *catalog {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.cat
+}
+
+// viewOf returns the view of who in the config in force (see
+// access.viewOf). It is safe for concurrent use.
+func (g *Gateway) viewOf(who principal) *view {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.acc.viewOf(who)
+}
+
+// seesTool reports whether session s may call the tool of server that
+// its client calls tool ("" for a task of another method: any of the
+// server's), in the config and catalog in force.
+func (g *Gateway) seesTool(s *session, server, tool string) bool {
+	v := g.viewOf(s.who)
+	if v == nil {
+		return true
+	}
+	if tool == "" {
+		return v.seesServer(server)
+	}
+	it := g.currentCatalog().listsFor(v)[kindTool].byName[tool]
+	return it != nil && it.backend.name == server
 }
 
 // backendList returns the backends in force, sorted by name.
@@ -271,9 +299,11 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		}
 	}
 	g.mu.Lock()
-	g.cfg, g.backends = cfg, next
+	acc := newAccess(cfg)
+	g.cfg, g.acc, g.backends = cfg, acc, next
 	g.mu.Unlock()
 	g.rebuildCatalog()
+	g.endRemovedClients(acc)
 
 	// Old processes go first, so that a changed server never runs twice.
 	var wg sync.WaitGroup
@@ -290,6 +320,16 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		g.startServer(b)
 	}
 	return r
+}
+
+// endRemovedClients ends the sessions of the named clients acc does not
+// have: a reload removed them. Their front ends see the sessions end
+// (session.goneChan), and their tokens are unknown from now on.
+func (g *Gateway) endRemovedClients(acc *access) {
+	for _, s := range g.sessions.of(func(who principal) bool { return !acc.knows(who) }) {
+		g.log.Info("ended a session of a client the reload removed", "client", s.who.name)
+		g.sessions.endSession(s)
+	}
 }
 
 // sweepCatalogCache removes the catalog cache files of cfg's servers that
@@ -510,31 +550,62 @@ func (g *Gateway) rebuildCatalog() {
 	cat, collisions := rebuildFrom(old, g.backendList())
 	g.mu.Lock()
 	g.cat = cat
+	acc := g.acc
 	g.mu.Unlock()
-	sessions := g.sessions.initialized()
-	var notes []string
+	oldAcc := g.catAcc
+	if oldAcc == nil {
+		oldAcc = acc
+	}
+	g.catAcc = acc
+	changed := false
 	for k := range numKinds {
-		if !sameList(old.lists[k], cat.lists[k]) && !slices.Contains(notes, kinds[k].changed) {
-			notes = append(notes, kinds[k].changed)
+		changed = changed || !sameList(old.lists[k], cat.lists[k])
+	}
+	if changed {
+		logged := map[string]bool{}
+		for _, c := range collisions {
+			if !g.collisions[c] {
+				g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+			}
+			logged[c] = true
+		}
+		g.collisions = logged // one that ends and comes back is logged again
+	} else if oldAcc == acc {
+		return // no list changed, and no view did
+	}
+	// Each session hears of the lists that changed as its view sees them,
+	// before and after: a client whose view hides a change hears nothing of
+	// it, and one whose view a reload changed hears of it.
+	type views struct{ before, after *view }
+	notes := map[views][][]byte{}
+	for _, s := range g.sessions.initialized() {
+		vs := views{oldAcc.viewOf(s.who), acc.viewOf(s.who)}
+		n, ok := notes[vs]
+		if !ok {
+			n = changedLists(old.listsFor(vs.before), cat.listsFor(vs.after))
+			notes[vs] = n
+		}
+		for _, note := range n {
+			s.send(note)
 		}
 	}
-	if len(notes) == 0 {
-		return
-	}
-	logged := map[string]bool{}
-	for _, c := range collisions {
-		if !g.collisions[c] {
-			g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
+}
+
+// changedLists returns the list_changed notifications of the lists that
+// differ between before and after, once each.
+func changedLists(before, after *[numKinds]catalogList) [][]byte {
+	var methods []string
+	for k := range numKinds {
+		if !sameList(before[k], after[k]) && !slices.Contains(methods, kinds[k].changed) {
+			methods = append(methods, kinds[k].changed)
 		}
-		logged[c] = true
 	}
-	g.collisions = logged // one that ends and comes back is logged again
-	for _, method := range notes {
+	notes := make([][]byte, len(methods))
+	for i, method := range methods {
 		note, _ := encodeNotification(method, nil)
-		for _, s := range sessions {
-			s.send(note[:len(note)-1])
-		}
+		notes[i] = note[:len(note)-1]
 	}
+	return notes
 }
 
 // decodeMessage parses one message from a client and checks it is a JSON-RPC

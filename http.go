@@ -107,6 +107,22 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveAdmin(w, r)
 		return
 	}
+	if name, ok := profilePath(r.URL.Path); ok {
+		if why := h.checkProfilePath(name); why != "" {
+			writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, why)
+			return
+		}
+		if !refuseModernGetDelete(w, r) {
+			h.serveMCP(w, r)
+		}
+		return
+	}
+	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+		if !h.seesAll(r) {
+			writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, r.URL.Path+" tells of every server: it needs authTokenFile's token, or a client whose profile sees every server")
+			return
+		}
+	}
 	switch r.URL.Path {
 	case mcpPath:
 	case sseFrontPath, sseFrontMessagesPath:
@@ -126,6 +142,12 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refuseModernGetDelete(w, r) {
 		return
 	}
+	h.serveMCP(w, r)
+}
+
+// serveMCP serves a request to /mcp, or to a profile's /mcp/NAME, that
+// ServeHTTP has authorized: POST, GET or DELETE.
+func (h *httpFrontEnd) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// A modern POST is checked against its body, which decides its era.
 	if v := r.Header.Get(versionHeader); r.Method != http.MethodPost && v != "" && !supportedVersion(v) {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest,
@@ -146,31 +168,76 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized reports whether the request carries the configured bearer
-// token, compared in constant time, or no token is configured.
+// token or a named client's, compared in constant time, or no token is
+// configured.
 func (h *httpFrontEnd) authorized(r *http.Request) bool {
 	_, ok := h.authenticate(r)
 	return ok
 }
 
-// authenticate returns who sent r, and whether r may be served: the holder
-// of the bearer token, when r carries the configured one (compared in
-// constant time); anyone, when no token is configured.
+// authenticate returns who sent r, and whether r may be served: the named
+// client whose token r carries, or the holder of authTokenFile's token
+// (each compared in constant time, every one of them whatever matched);
+// anyone, when no token is configured.
 func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
-	token := h.gw.config().token
-	if token == "" {
+	cfg := h.gw.config()
+	if !cfg.asksForToken() {
 		return anonymousPrincipal, true
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+	if !ok {
 		return principal{}, false
 	}
-	return tokenPrincipal, true
+	client := clientOf(cfg.clientTokens, got)
+	operator := cfg.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(cfg.token)) == 1
+	switch {
+	case client != "":
+		return clientPrincipal(client), true
+	case operator:
+		return tokenPrincipal, true
+	}
+	return principal{}, false
 }
 
-// principalOf returns who sent r, a request ServeHTTP has authorized.
+// principalOf returns who sent r, a request ServeHTTP has authorized: at
+// /mcp/NAME, served profile NAME.
 func (h *httpFrontEnd) principalOf(r *http.Request) principal {
 	who, _ := h.authenticate(r)
+	if name, ok := profilePath(r.URL.Path); ok {
+		who = profilePrincipal(who, name)
+	}
 	return who
+}
+
+// profilePath returns the profile a path of the form /mcp/NAME names, and
+// whether it is of that form.
+func profilePath(path string) (string, bool) {
+	name, ok := strings.CutPrefix(path, mcpPath+"/")
+	return name, ok && name != "" && !strings.Contains(name, "/")
+}
+
+// checkProfilePath returns why the profile path (/mcp/NAME) may not be
+// served, or "": profiles are served by path only where no clients are
+// configured (a client's token names its profile), and only those in the
+// config.
+func (h *httpFrontEnd) checkProfilePath(name string) string {
+	cfg := h.gw.config()
+	switch {
+	case len(cfg.Clients) > 0:
+		return fmt.Sprintf("%s/%s is not served: clients are configured, and each client's token decides what it sees; use %s", mcpPath, name, mcpPath)
+	case cfg.Profiles[name] == nil:
+		return fmt.Sprintf("no profile is named %q; the config's profiles are %q", name, profileNames(cfg))
+	}
+	return ""
+}
+
+// seesAll reports whether r's sender may read the pages about every
+// server (/metrics, /healthz, the status page): the holder of
+// authTokenFile's token, anyone when no token is configured, or a named
+// client that sees every server.
+func (h *httpFrontEnd) seesAll(r *http.Request) bool {
+	who, ok := h.authenticate(r)
+	return ok && who.profile == "" && h.gw.viewOf(who) == nil
 }
 
 // bearerToken returns the token of an Authorization header value in the
@@ -523,12 +590,24 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		return nil
 	}
 	s := h.session(id)
-	if s == nil || s.sse != nil {
+	if s == nil || s.sse != nil || !h.owns(r, s) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
 	}
 	s.lastUsed.Store(time.Now().UnixNano())
 	return s
+}
+
+// owns reports whether s, an open session, is one the sender of r may use:
+// it was opened by the same principal (another client's session ID is
+// unknown to it), and has not been ended under the front end (a reload
+// that removed its client ends it: then it is ended here too).
+func (h *httpFrontEnd) owns(r *http.Request, s *httpSession) bool {
+	if s.hasEnded() {
+		h.endSession(s)
+		return false
+	}
+	return s.who == h.principalOf(r)
 }
 
 // newSession opens a session of who's, or returns nil when maxSessions are
@@ -685,6 +764,7 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	h.writeDeadline(rc)
 	rc.Flush()
 	events := s.eventQueue()
+	gone := s.session.goneChan()
 	for {
 		select {
 		case msg := <-events:
@@ -699,6 +779,9 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 		case <-mine:
 			return
 		case <-s.ended:
+			return
+		case <-gone: // ended by a reload that removed its client
+			h.endSession(s)
 			return
 		case <-h.closing:
 			return

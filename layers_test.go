@@ -136,6 +136,7 @@ var layerTable = []layer{
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
 		"configparse.go: parsing and validation",
+		"clients.go: named clients, their tokens, and the profiles of what each sees",
 		"configcheck.go: what -check prints",
 		"clientconfig.go: what -client-config prints: a client's entry for corral",
 		"configenvfile.go: envFile",

@@ -65,6 +65,7 @@ type invocation struct {
 	configPath, listen, logFormat, logLevel string
 	stdio, showVersion, check, allowRemote  bool
 	clientName                              string // -client-config
+	profile                                 string // -profile: with -stdio, the profile served
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -84,6 +85,7 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.StringVar(&inv.configPath, "config", "", "the JSON config `file` (required)")
 	fs.StringVar(&inv.listen, "listen", "", "serve Streamable HTTP on `addr`, overriding the config's listen")
 	fs.BoolVar(&inv.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
+	fs.StringVar(&inv.profile, "profile", "", "with -stdio, serve only what the config's profile `name` shows")
 	fs.BoolVar(&inv.showVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
@@ -113,6 +115,10 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	}
 	if inv.clientName != "" && !slices.Contains(clientNames(), inv.clientName) {
 		fmt.Fprintf(inv.stderr, "corral: -client-config %q: unknown client; write one of %s\n", inv.clientName, strings.Join(clientNames(), ", "))
+		return 2, true
+	}
+	if inv.profile != "" && !inv.stdio {
+		fmt.Fprintf(inv.stderr, "corral: -profile needs -stdio; over HTTP, a profile is served at %s/NAME, or a client's token names its profile\n", mcpPath)
 		return 2, true
 	}
 	if inv.listen != "" {
@@ -166,6 +172,10 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 	}
 	if inv.check {
 		return inv.checkConfig(), true
+	}
+	if inv.profile != "" && cfg.Profiles[inv.profile] == nil {
+		fmt.Fprintf(inv.stderr, "corral: -profile %q: %s has no such profile; its profiles are %q\n", inv.profile, inv.configPath, profileNames(cfg))
+		return 2, true
 	}
 	if name := selfServer(cfg); name != "" {
 		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
@@ -226,6 +236,7 @@ func (inv *invocation) checkConfig() int {
 	fmt.Fprintf(inv.stdout, "%s: %s\n", inv.configPath, verdict)
 	inv.stdout.Write(cfg.resolved())
 	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
+	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {
@@ -323,7 +334,11 @@ func (inv *invocation) serve(stdin io.Reader) int {
 
 	if inv.stdio {
 		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backendList()))
-		serveStdio(sh.ctx, gw, stdin, inv.stdout, int(cfg.MaxLineBytes), cfg.ShutdownTimeout.D(), log)
+		who := stdioPrincipal
+		if inv.profile != "" {
+			who = profilePrincipal(who, inv.profile)
+		}
+		serveStdio(sh.ctx, gw, who, stdin, inv.stdout, int(cfg.MaxLineBytes), cfg.ShutdownTimeout.D(), log)
 		sh.stop()
 		return 0
 	}
@@ -430,7 +445,7 @@ func (inv *invocation) openListener() (ln net.Listener, loopback bool, code int)
 		loopback = tcp.IP.IsLoopback()
 	}
 	addr = shownAddr(addr, ln.Addr())
-	if !loopback && inv.cfg.token == "" {
+	if !loopback && !inv.cfg.asksForToken() {
 		if !inv.allowRemote {
 			ln.Close()
 			fmt.Fprintf(inv.stderr, "corral: refusing to listen on %s, which is not a loopback address, with no bearer token: %s\n", addr, inv.remoteHint())
@@ -490,7 +505,7 @@ func (inv *invocation) reload(gw *Gateway) {
 		inv.log.Error("reload: the config has errors; the running config stays in force", "err", err)
 		return
 	}
-	if inv.remote != "" && next.token == "" {
+	if inv.remote != "" && !next.asksForToken() {
 		if !inv.allowRemote {
 			inv.log.Error("reload: refused: the config has no bearer token, and corral listens on an address other than loopback; the running config stays in force", "addr", inv.remote, "fix", inv.remoteHint())
 			return

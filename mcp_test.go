@@ -76,6 +76,12 @@ func newHTTPPeer(t testing.TB, url, caps string) *peer {
 // newStdioPeer serves a stdio session of gw to a new peer declaring caps.
 func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
 	t.Helper()
+	return newStdioPeerAs(t, gw, stdioPrincipal, caps)
+}
+
+// newStdioPeerAs is newStdioPeer whose session is who's (-stdio -profile).
+func newStdioPeerAs(t testing.TB, gw *Gateway, who principal, caps string) *peer {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}}
@@ -83,7 +89,7 @@ func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveStdio(ctx, gw, inR, outW, 1<<20, time.Second, testLogger(t))
+		serveStdio(ctx, gw, who, inR, outW, 1<<20, time.Second, testLogger(t))
 		outW.Close()
 	}()
 	read := make(chan struct{})

@@ -26,13 +26,14 @@ type offer struct {
 	pageSize int
 }
 
-// instructions returns what the servers tell clients in their handshakes:
-// one server's text as it is, several under a heading naming each.
-func (o *offer) instructions() string {
+// instructions returns what the servers view v sees tell clients in their
+// handshakes: one server's text as it is, several under a heading naming
+// each.
+func (o *offer) instructions(v *view) string {
 	type entry struct{ name, text string }
 	var all []entry
 	for _, b := range o.backends() {
-		if text := b.instructionsText(); text != "" {
+		if text := b.instructionsText(); text != "" && v.seesServer(b.name) {
 			all = append(all, entry{b.name, text})
 		}
 	}
@@ -49,12 +50,16 @@ func (o *offer) instructions() string {
 	return out.String()
 }
 
-// capabilities returns what the gateway offers clients: what any of its
-// servers offers. Every list may change, as servers come and go.
-func (o *offer) capabilities() map[string]any {
+// capabilities returns what the gateway offers clients of view v: what any
+// of the servers v sees offers. Every list may change, as servers come and
+// go.
+func (o *offer) capabilities(v *view) map[string]any {
 	caps := map[string]any{}
 	listChanged := map[string]bool{"listChanged": true}
 	for _, b := range o.backends() {
+		if !v.seesServer(b.name) {
+			continue
+		}
 		c := b.capabilities()
 		if c.has(kindTool) {
 			caps["tools"] = listChanged
@@ -119,20 +124,21 @@ func (o *offer) lookup(ctx context.Context, k kind, name string) *catalogItem {
 	return o.catalog().lookup(k, name)
 }
 
-// resolveURI finds the backend that serves a resource URI, and the server's
-// own URI for it, after waiting for first starts if it must; see
-// catalog.resolveURI.
-func (o *offer) resolveURI(ctx context.Context, uri string) (*backend, string) {
-	if b, orig := o.catalog().resolveURI(o.backends(), uri); b != nil {
+// resolveURI finds the backend that serves a resource URI within view v,
+// and the server's own URI for it, after waiting for first starts if it
+// must; see catalog.resolveURI.
+func (o *offer) resolveURI(ctx context.Context, v *view, uri string) (*backend, string) {
+	if b, orig := o.catalog().resolveURI(v, o.backends(), uri); b != nil {
 		return b, orig
 	}
 	o.waitFirstStarts(ctx)
-	return o.catalog().resolveURI(o.backends(), uri)
+	return o.catalog().resolveURI(v, o.backends(), uri)
 }
 
-// unknown says an item is unknown and, since it may belong to a server that
-// never listed its items, which servers are not ready.
-func (o *offer) unknown(k kind, name string) string {
+// unknown says an item is unknown to view v and, since it may belong to a
+// server that never listed its items, which of the servers v sees are not
+// ready: of a server outside v it says nothing.
+func (o *offer) unknown(v *view, k kind, name string) string {
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	if k == kindTemplate {
 		what = "resource"
@@ -140,7 +146,7 @@ func (o *offer) unknown(k kind, name string) string {
 	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
 	for _, b := range o.backends() {
 		h := b.health()
-		if h.State != stateReady && len(b.items(k)) == 0 {
+		if h.State != stateReady && len(b.items(k)) == 0 && v.seesServer(b.name) {
 			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
 		}
 	}
@@ -150,16 +156,16 @@ func (o *offer) unknown(k kind, name string) string {
 // discover returns the result of server/discover: the versions corral
 // speaks, its capabilities and its instructions, once every server's first
 // start has ended (or ctx has).
-func (o *offer) discover(ctx context.Context) map[string]any {
+func (o *offer) discover(ctx context.Context, v *view) map[string]any {
 	o.waitFirstStarts(ctx)
-	caps := o.capabilities()
+	caps := o.capabilities(v)
 	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
 	res := map[string]any{
 		"supportedVersions": allVersions(),
 		"capabilities":      caps,
 		"_meta":             serverInfoMeta(),
 	}
-	if in := o.instructions(); in != "" {
+	if in := o.instructions(v); in != "" {
 		res["instructions"] = in
 	}
 	return res
@@ -211,7 +217,7 @@ func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, 
 		}
 	case "ref/resource":
 		var orig string
-		if it := o.lookup(ctx, kindTemplate, refURI); it != nil && v.sees(kindTemplate, it.backend.name, it.name) {
+		if it := o.lookup(ctx, kindTemplate, refURI); it != nil && o.catalog().inView(v, kindTemplate, refURI) {
 			b, orig = it.backend, it.orig
 		} else {
 			b, orig, werr = o.itemByURI(ctx, v, msg.Method, refURI)
@@ -238,8 +244,8 @@ func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, 
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
 	}
 	it := o.lookup(ctx, k, name)
-	if it == nil || !v.sees(k, it.backend.name, it.name) {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(k, name)}
+	if it == nil || !o.catalog().inView(v, k, name) {
+		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(v, k, name)}
 	}
 	return it.backend, it.orig, nil
 }
@@ -251,9 +257,9 @@ func (o *offer) itemByURI(ctx context.Context, v *view, method string, uri strin
 	if uri == "" {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
-	b, orig := o.resolveURI(ctx, uri)
-	if b == nil || !v.sees(kindResource, b.name, uri) {
-		return nil, "", &wireError{Code: codeResourceNotFound, Message: o.unknown(kindResource, uri) + ", and no resource template matches it"}
+	b, orig := o.resolveURI(ctx, v, uri)
+	if b == nil {
+		return nil, "", &wireError{Code: codeResourceNotFound, Message: o.unknown(v, kindResource, uri) + ", and no resource template matches it"}
 	}
 	return b, orig, nil
 }

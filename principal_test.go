@@ -60,7 +60,7 @@ func TestAViewHidesItemsFromListsAndFromTheRoute(t *testing.T) {
 		"beta":  {"command":"FAKE","args":["-state","STATE","-name","beta"],"prefix":"b"}
 	}}`)
 	g := tg.gw
-	noBeta := &view{name: "no beta", allows: func(k kind, server, name string) bool { return server != "beta" }}
+	noBeta := &view{name: "no beta", allows: func(k kind, server, name string, _ json.RawMessage) bool { return server != "beta" }}
 	everyone := g.sessions.detachedSession(anonymousPrincipal)
 	limited := g.sessions.detachedSession(principal{name: "test", view: noBeta})
 

@@ -92,6 +92,7 @@ type forwarding struct {
 func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string, send func([]byte)) *reply {
 	msg := in.msg
 	info := served(msg.Method, in.era)
+	v := g.viewOf(s.who)
 	var result any
 	var err error
 	switch info.op {
@@ -100,11 +101,11 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opPing:
 		result = json.RawMessage("{}")
 	case opDiscover:
-		result = g.offer.discover(ctx)
+		result = g.offer.discover(ctx, v)
 	case opList:
-		result, err = g.offer.list(ctx, s.who.view, info.kind, msg.Params, in.rules.ownMeta())
+		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
-		b, params, token, werr := g.route(ctx, s.who.view, msg)
+		b, params, token, werr := g.route(ctx, v, msg)
 		if werr == nil {
 			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s
 		}

@@ -38,6 +38,7 @@ type session struct {
 	nextOut         int64                              // the last ID of a request corral sent the client
 	outbound        map[int64]*outbound                // requests of servers waiting for the client's answer
 	ended           bool                               // endSession was called: nothing more is sent
+	gone            chan struct{}                      // closed when ended, if made (see goneChan)
 	unsentCount     int                                // answers of its calls waiting to be written to the client
 	unsentBytes     int64                              // their bytes
 }
@@ -147,6 +148,22 @@ func (s *session) client() (caps capabilities, logLevel string) {
 	return s.clientCaps, s.logLevel
 }
 
+// goneChan returns a channel closed when the session ends, for a front
+// end's stream to wait on: a reload that removes the session's client ends
+// it from under its front end. It is made at the first call: most sessions
+// never have a stream. It is safe for concurrent use.
+func (s *session) goneChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone == nil {
+		s.gone = make(chan struct{})
+		if s.ended {
+			close(s.gone)
+		}
+	}
+	return s.gone
+}
+
 // hasEnded reports whether end was called.
 func (s *session) hasEnded() bool {
 	s.mu.Lock()
@@ -210,6 +227,9 @@ func (s *session) waiting() int {
 func (s *session) end() (waiting map[int64]*outbound, level string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.ended && s.gone != nil {
+		close(s.gone)
+	}
 	s.ended = true
 	for _, cancel := range s.inflight {
 		cancel(context.Canceled)
@@ -252,8 +272,13 @@ type sessionHooks struct {
 	// first start; capabilities and instructions then return what corral
 	// offers clients (offer.go). initialize answers with them.
 	waitFirstStarts func(ctx context.Context)
-	capabilities    func() map[string]any
-	instructions    func() string
+	capabilities    func(v *view) map[string]any
+	instructions    func(v *view) string
+
+	// viewOf returns the view of who in the config in force
+	// (Gateway.viewOf): initialize offers, and serverLog passes on, only
+	// what it sees. If nil, every principal sees everything.
+	viewOf func(who principal) *view
 
 	// backends returns the backends in force, each of which applyLogLevel
 	// tells the level the sessions want; scopedLogLevels asks each
@@ -321,6 +346,19 @@ func (ss *sessionSet) initialized() []*session {
 			out = append(out, s)
 		}
 		s.mu.Unlock()
+	}
+	return out
+}
+
+// of returns the sessions of the principals for which match reports true.
+func (ss *sessionSet) of(match func(who principal) bool) []*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var out []*session
+	for s := range ss.all {
+		if match(s.who) {
+			out = append(out, s)
+		}
 	}
 	return out
 }
@@ -421,7 +459,8 @@ func (ss *sessionSet) initialize(ctx context.Context, s *session, params json.Ra
 	s.protocolVersion, s.clientCaps = v, p.Capabilities
 	s.mu.Unlock()
 	ss.hooks.waitFirstStarts(ctx)
-	caps := ss.hooks.capabilities()
+	seen := ss.viewOf(s.who)
+	caps := ss.hooks.capabilities(seen)
 	s.mu.Lock()
 	s.initialized = true
 	s.mu.Unlock()
@@ -430,10 +469,19 @@ func (ss *sessionSet) initialize(ctx context.Context, s *session, params json.Ra
 		"capabilities":    caps,
 		"serverInfo":      map[string]string{"name": "corral", "version": version},
 	}
-	if in := ss.hooks.instructions(); in != "" {
+	if in := ss.hooks.instructions(seen); in != "" {
 		res["instructions"] = in
 	}
 	return res, nil
+}
+
+// viewOf returns the view of who, through the hook; nil (everything) if
+// the set has none.
+func (ss *sessionSet) viewOf(who principal) *view {
+	if ss.hooks.viewOf == nil {
+		return who.view
+	}
+	return ss.hooks.viewOf(who)
 }
 
 func supportedVersion(v string) bool { return slices.Contains(protocolVersions, v) }
@@ -480,7 +528,9 @@ func (ss *sessionSet) serverLog(b *backend, params json.RawMessage) {
 		return
 	}
 	for _, s := range ss.logging(level) {
-		s.send(note)
+		if ss.viewOf(s.who).seesServer(b.name) { // a server outside the view says nothing to it
+			s.send(note)
+		}
 	}
 	// A modern client asks for log messages per request: they go on the
 	// stream of its request to this server, when there is exactly one.

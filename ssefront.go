@@ -167,7 +167,7 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		if s.sse.overflowed() || strings.Contains(why, "writeTimeout") { // the client stopped reading
 			level = slog.LevelWarn
 		}
-		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id)
+		h.log.Log(context.Background(), level, "legacy SSE session ended: "+why, "session", s.id, "client", s.who.name)
 	}
 	h.endSession(s)
 	s.loop.cancel()
@@ -233,6 +233,7 @@ func (h *httpFrontEnd) pumpSSEFront(w http.ResponseWriter, r *http.Request, s *h
 func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request, s *httpSession, rc *http.ResponseController) (idle <-chan struct{}, why string) {
 	q := s.sse
 	closing := h.closing
+	gone := s.session.goneChan()
 	drained := false // the calls have returned: write what is left, then end
 	for {
 		for es := q.take(); len(es) > 0; es = es[1:] {
@@ -259,6 +260,8 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 			return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
 		case <-s.ended:
 			return idle, ""
+		case <-gone:
+			return idle, "its client was removed from the config"
 		case <-r.Context().Done():
 			return idle, "the client closed the stream"
 		case <-closing:
@@ -325,7 +328,7 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	s := h.session(id)
-	if s == nil || s.sse == nil {
+	if s == nil || s.sse == nil || !h.owns(r, s) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; open a new one with GET "+sseFrontPath)
 		return
 	}

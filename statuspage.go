@@ -65,7 +65,7 @@ func wantsStatusPage(r *http.Request) bool {
 // accepted here only, on this read-only page, so that credentials a browser
 // sends by itself can never make a call.
 func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(r) && !h.basicAuthorized(r) {
+	if !h.seesAll(r) && !h.basicAuthorized(r) { // a client whose profile hides servers does not see them here
 		w.Header().Set("WWW-Authenticate", `Basic realm="corral status page", charset="UTF-8"`)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)

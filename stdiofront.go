@@ -48,15 +48,15 @@ type stdinRead struct {
 }
 
 // serveStdio serves one MCP session on in and out (corral's own stdin and
-// stdout with -stdio) until in ends or ctx ends. Requests are served
+// stdout with -stdio), as who, until in ends or ctx ends. Requests are served
 // concurrently; each answer and notification is written as one line. When in
 // ends, the client is gone: calls in flight are cancelled. When ctx ends, no
 // new message is read and calls in flight have drain to finish. It blocks
 // until every call it started has returned and everything written has been
 // flushed to out.
-func serveStdio(ctx context.Context, gw *Gateway, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
+func serveStdio(ctx context.Context, gw *Gateway, who principal, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
 	f := &stdioFrontEnd{frontEnd: frontEnd{gw: gw, log: log}, drain: drain, lines: make(chan stdioLine, relatedBuffer)}
-	s := gw.sessions.newSession(f.notify, stdioPrincipal)
+	s := gw.sessions.newSession(f.notify, who)
 	f.loop = newSessionLoop(f.frontEnd, s, "stdio", f, true)
 	defer f.loop.cancel()
 	writerDone := f.startWriter(out)

@@ -32,7 +32,7 @@ func TestStdioFrontEndAnswersAnOverLongLineWithItsIDOnlyWhenItIsWhole(t *testing
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveStdio(t.Context(), gw, strings.NewReader(in.String()), &out, maxLine, time.Second, testLogger(t))
+		serveStdio(t.Context(), gw, stdioPrincipal, strings.NewReader(in.String()), &out, maxLine, time.Second, testLogger(t))
 	}()
 	select {
 	case <-served: // at the end of its input, after writing every answer

@@ -30,8 +30,11 @@ type subscriptions struct {
 	// resolve finds the backend that serves a resource URI as clients see
 	// it, and the server's own URI for it, or nil (Gateway.resolveURI); and
 	// unknown says a resource is unknown (Gateway.unknown).
-	resolve func(ctx context.Context, uri string) (*backend, string)
-	unknown func(k kind, name string) string
+	resolve func(ctx context.Context, v *view, uri string) (*backend, string)
+	unknown func(v *view, k kind, name string) string
+	// viewOf returns the view of a session's principal in the config in
+	// force (Gateway.viewOf): a session subscribes only to what it sees.
+	viewOf func(who principal) *view
 
 	// subscribeScoped and unsubscribeScoped answer a session's subscription
 	// to a resource of a session-scoped server, b, and its unsubscription:
@@ -51,11 +54,11 @@ type subscriptions struct {
 // running the unsubscriptions of an ended session's resources on group
 // (see the fields of subscriptions).
 func newSubscriptions(config func() *Config, backends func() []*backend, group *goroutines,
-	resolve func(context.Context, string) (*backend, string), unknown func(kind, string) string,
+	resolve func(context.Context, *view, string) (*backend, string), unknown func(*view, kind, string) string, viewOf func(principal) *view,
 	subscribeScoped func(context.Context, *session, *backend, subKey, string, json.RawMessage) (any, error),
 	unsubscribeScoped func(context.Context, *session, *backend, subKey) (any, error)) *subscriptions {
 	return &subscriptions{config: config, backends: backends, group: group,
-		resolve: resolve, unknown: unknown, subscribeScoped: subscribeScoped, unsubscribeScoped: unsubscribeScoped,
+		resolve: resolve, unknown: unknown, viewOf: viewOf, subscribeScoped: subscribeScoped, unsubscribeScoped: unsubscribeScoped,
 		byKey: map[subKey]map[*session]string{}, sent: map[subKey]*mux{}}
 }
 
@@ -167,7 +170,7 @@ func (t *subscriptions) subscribers(key subKey) map[*session]string {
 // subscribe answers resources/subscribe. The server hears of the first
 // subscriber to a resource only; its updates go to every subscriber.
 func (t *subscriptions) subscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, uri, err := t.subscription(ctx, s.who.view, "resources/subscribe", params)
+	b, key, uri, err := t.subscription(ctx, t.viewOf(s.who), "resources/subscribe", params)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +202,7 @@ func (t *subscriptions) subscribe(ctx context.Context, s *session, params json.R
 // unsubscribe answers resources/unsubscribe; the server hears of the last
 // subscriber's going.
 func (t *subscriptions) unsubscribe(ctx context.Context, s *session, params json.RawMessage) (any, error) {
-	b, key, _, err := t.subscription(ctx, s.who.view, "resources/unsubscribe", params)
+	b, key, _, err := t.subscription(ctx, t.viewOf(s.who), "resources/unsubscribe", params)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +224,9 @@ func (t *subscriptions) subscription(ctx context.Context, v *view, method string
 	if json.Unmarshal(params, &p) != nil || p.URI == "" {
 		return nil, subKey{}, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
-	b, orig := t.resolve(ctx, p.URI)
-	if b == nil || !v.sees(kindResource, b.name, p.URI) {
-		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: t.unknown(kindResource, p.URI)}
+	b, orig := t.resolve(ctx, v, p.URI)
+	if b == nil {
+		return nil, subKey{}, "", &wireError{Code: codeResourceNotFound, Message: t.unknown(v, kindResource, p.URI)}
 	}
 	return b, subKey{b.name, orig}, p.URI, nil
 }
@@ -246,7 +249,8 @@ func (t *subscriptions) unsubscribeAll(s *session) {
 
 // tellUpdated passes server's notifications/resources/updated, params, to
 // the sessions subscribed to the resource (to only, if not nil, if it is
-// one of them), with the URI each of them used. It does not block.
+// one of them) that still see it, with the URI each of them used. It does
+// not block.
 func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only *session) {
 	var p struct {
 		URI string `json:"uri"`
@@ -255,6 +259,9 @@ func (t *subscriptions) tellUpdated(server string, params json.RawMessage, only 
 	for s, uri := range t.subscribers(subKey{server, p.URI}) {
 		if only != nil && s != only {
 			continue
+		}
+		if t.viewOf != nil && !t.viewOf(s.who).sees(kindResource, server, p.URI, nil) {
+			continue // a reload took the resource out of the session's view
 		}
 		note, _ := encodeNotification("notifications/resources/updated", setMember(params, "uri", uri))
 		s.send(note[:len(note)-1])

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -31,7 +32,8 @@ type task struct {
 	id      string  // corral's ID, the one the client knows
 	key     taskKey // the server's
 	b       *backend
-	run     *mux // the run of b the task was created in; a later run forgets it
+	tool    string // the tool the client called, by the name the client used
+	run     *mux   // the run of b the task was created in; a later run forgets it
 	s       *session
 	seq     int64     // the order of creation, for tasks/list
 	expires time.Time // when the server may forget it (its ttl); zero if never
@@ -58,6 +60,10 @@ type taskTable struct {
 	// answer (Gateway.forward).
 	call  func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply
 	group *goroutines // what runs the cancellations of an ended session's tasks
+	// seesTool reports whether session s may call the tool of server
+	// named tool (the name the client used) in the config in force: a task
+	// of a tool it may not call does not exist for it. If nil, it may.
+	seesTool func(s *session, server, tool string) bool
 
 	mu       sync.Mutex
 	byID     map[string]*task
@@ -70,9 +76,10 @@ type taskTable struct {
 // call, with the timeouts and limits of config, and whose cancellations of
 // an ended session's tasks run on group. Only forward, serve, list and
 // forgetSession use them: a table whose users call none of those (a test's)
-// may be given nil for all three.
-func newTaskTable(config func() *Config, call func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply, group *goroutines) *taskTable {
-	return &taskTable{config: config, call: call, group: group,
+// may be given nil for all three. A task is seen by its session only while
+// seesTool says so (see taskTable.seesTool).
+func newTaskTable(config func() *Config, call func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply, group *goroutines, seesTool func(s *session, server, tool string) bool) *taskTable {
+	return &taskTable{config: config, call: call, group: group, seesTool: seesTool,
 		byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[*session]int{}}
 }
 
@@ -103,13 +110,13 @@ func (t *taskTable) release(s *session) {
 	}
 }
 
-// add records the task server b created as id for s, in the room reserve
+// add records the task server b created as id for s, of a call of tool, in the room reserve
 // made, and returns it with corral's ID. A task the server gives an ID it
 // already gave (after a restart corral did not see) replaces the old one.
-func (t *taskTable) add(s *session, b *backend, id string, ttl time.Duration, now time.Time) *task {
+func (t *taskTable) add(s *session, b *backend, tool, id string, ttl time.Duration, now time.Time) *task {
 	var raw [16]byte
 	rand.Read(raw[:])
-	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, run: b.currentRun(), s: s}
+	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, tool: tool, run: b.currentRun(), s: s}
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
@@ -148,11 +155,17 @@ func (t *taskTable) forget(id string) {
 // owned returns s's task id, or nil if s has no such task.
 func (t *taskTable) owned(s *session, id string) *task {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if tk := t.byID[id]; tk != nil && tk.s == s {
+	tk := t.byID[id]
+	t.mu.Unlock()
+	if tk != nil && tk.s == s && t.visible(tk) {
 		return tk
 	}
 	return nil
+}
+
+// visible reports whether tk's session may see it: it may call its tool.
+func (t *taskTable) visible(tk *task) bool {
+	return t.seesTool == nil || t.seesTool(tk.s, tk.b.name, tk.tool)
 }
 
 // ofServer returns the task server calls id, or nil.
@@ -172,6 +185,7 @@ func (t *taskTable) sessionTasks(s *session) []*task {
 		}
 	}
 	t.mu.Unlock()
+	out = slices.DeleteFunc(out, func(tk *task) bool { return !t.visible(tk) })
 	sort.Slice(out, func(i, j int) bool { return out[i].seq > out[j].seq })
 	return out
 }
@@ -216,7 +230,7 @@ func (t *taskTable) forward(ctx context.Context, s *session, in *inbound, b *bac
 		t.release(s)
 		return r
 	}
-	tk := t.add(s, b, id, ttl, time.Now())
+	tk := t.add(s, b, calledTool(in.msg.Params), id, ttl, time.Now())
 	if s.hasEnded() {
 		// The session ended while the call was in flight, and forgot its
 		// tasks before this one was added: no one will ask for it.
@@ -224,6 +238,17 @@ func (t *taskTable) forward(ctx context.Context, s *session, in *inbound, b *bac
 	}
 	r.result = clientTaskID(r.result, tk.id)
 	return r
+}
+
+// calledTool returns the tool a tools/call's params name, or "" (a
+// task-augmented request of another method: only a tool's visibility is
+// checked).
+func calledTool(params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(params, &p)
+	return p.Name
 }
 
 // createdTask returns the server's ID and the ttl of the task r, the
@@ -384,8 +409,8 @@ func (t *taskTable) status(b *backend, params json.RawMessage) {
 	}
 	json.Unmarshal(params, &p)
 	tk := t.ofServer(b.markerName(), p.TaskID)
-	if tk == nil || tk.b != b {
-		b.log.Debug("task status of no session's task dropped", "task", p.TaskID)
+	if tk == nil || tk.b != b || !t.visible(tk) {
+		b.log.Debug("task status of no session's task dropped, or of a task whose tool its client may no longer call", "task", p.TaskID)
 		return
 	}
 	note, _ := encodeNotification("notifications/tasks/status", setMember(params, "taskId", tk.id))

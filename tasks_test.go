@@ -173,11 +173,11 @@ func TestClientTaskIDChangesOnlyTheTaskIDs(t *testing.T) {
 }
 
 func TestServersRequestsAboutATaskNameItByCorralsID(t *testing.T) {
-	tt := newTaskTable(nil, nil, nil)
+	tt := newTaskTable(nil, nil, nil, nil)
 	a, other := &backend{name: "a"}, &backend{name: "b"}
 	s := makeSession(nil, anonymousPrincipal)
 	tt.reserve(s, 1, time.Now())
-	tk := tt.add(s, a, "task-1", 0, time.Now())
+	tk := tt.add(s, a, "", "task-1", 0, time.Now())
 	in := `{"message":"which?","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"},"k":1}}`
 	want := strings.Replace(in, "task-1", tk.id, 1)
 	if got := string(tt.clientRelated(a, json.RawMessage(in))); got != want {
@@ -241,18 +241,18 @@ func TestATasksRequestForInputReachesItsSessionAmongOthers(t *testing.T) {
 }
 
 func TestTaskTableMakesRoomAsTasksExpire(t *testing.T) {
-	tt := newTaskTable(nil, nil, nil)
+	tt := newTaskTable(nil, nil, nil, nil)
 	b := &backend{name: "a"}
 	s := makeSession(nil, anonymousPrincipal)
 	now := time.Now()
 	if werr := tt.reserve(s, 2, now); werr != nil {
 		t.Fatal(werr)
 	}
-	tt.add(s, b, "short", time.Second, now)
+	tt.add(s, b, "", "short", time.Second, now)
 	if werr := tt.reserve(s, 2, now); werr != nil {
 		t.Fatal(werr)
 	}
-	tt.add(s, b, "forever", 0, now)
+	tt.add(s, b, "", "forever", 0, now)
 	if werr := tt.reserve(s, 2, now); werr == nil || !strings.Contains(werr.Message, "maxTasksPerSession") {
 		t.Fatalf("a third task of 2 = %v, want an error naming maxTasksPerSession", werr)
 	}

@@ -132,7 +132,7 @@ func TestStdioClientThatStopsReadingHasNewCallsRefused(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		serveStdio(t.Context(), tg.gw, inR, outW, 64<<20, time.Second, testLogger(t))
+		serveStdio(t.Context(), tg.gw, stdioPrincipal, inR, outW, 64<<20, time.Second, testLogger(t))
 	}()
 	t.Cleanup(func() {
 		inW.Close() // the client is gone: serveStdio ends its session

@@ -53,7 +53,7 @@ func (c *catalog) clientURI(backends []*backend, b *backend, uri string) string 
 	}
 	tries = append(tries, qualify(kindResource, b.name, uri))
 	for _, t := range tries {
-		if rb, orig := c.resolveURI(backends, t); rb == b && orig == uri {
+		if rb, orig := c.resolveURI(nil, backends, t); rb == b && orig == uri {
 			return t
 		}
 	}

@@ -49,6 +49,9 @@
 //		Answer the list requests (the methods ending in /list) of the
 //		capabilities in the comma-separated LIST with error -32601, while
 //		still declaring them: a server whose declaration is wrong.
+//	-read-only LIST
+//		List the tools in the comma-separated LIST (named without -prefix)
+//		with "annotations": {"readOnlyHint": true}; the others have none.
 //	-state DIR
 //		Record state and events in DIR (see below).
 //	-lifetime D
@@ -497,6 +500,7 @@ type options struct {
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
 	unlisted                 map[string]bool // -unlisted, by capability name
+	readOnly                 map[string]bool // -read-only, by tool name (without -prefix)
 	stateDir                 string
 	lifetime                 time.Duration
 	startDelay               time.Duration
@@ -536,6 +540,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	unlisted := fs.String("unlisted", "", "comma-separated `list` of capabilities whose list requests get -32601")
+	readOnly := fs.String("read-only", "", "comma-separated `list` of tools listed with annotations.readOnlyHint true")
 	fs.StringVar(&o.stateDir, "state", "", "record state and events in `dir`")
 	fs.DurationVar(&o.lifetime, "lifetime", 2*time.Minute, "exit after this `duration` whatever happens (0: never)")
 	fs.DurationVar(&o.startDelay, "start-delay", 0, "wait this `duration` before reading stdin (a slow start)")
@@ -558,6 +563,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.noContentType, "no-content-type", false, "with -http, answer POSTs without a Content-Type")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	o.readOnly = map[string]bool{}
+	for _, name := range strings.Split(*readOnly, ",") {
+		if name != "" {
+			o.readOnly[name] = true
+		}
 	}
 	var err error
 	o.capabilities, err = parseCapabilities("-capabilities", *capabilities)

@@ -454,9 +454,15 @@ func (s *server) initialize(id, params json.RawMessage) {
 
 // toolDescriptor describes a tool in the result of tools/list.
 type toolDescriptor struct {
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
-	InputSchema inputSchema `json:"inputSchema"`
+	Name        string       `json:"name"`
+	Description string       `json:"description"`
+	InputSchema inputSchema  `json:"inputSchema"`
+	Annotations *annotations `json:"annotations,omitempty"` // -read-only
+}
+
+// annotations are a tool's hints.
+type annotations struct {
+	ReadOnlyHint bool `json:"readOnlyHint"`
 }
 
 type inputSchema struct {
@@ -480,11 +486,15 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 	r := listResult{Tools: []toolDescriptor{}, NextCursor: nextCursor(end, n)}
 	real := len(s.tools)
 	for _, t := range s.tools[min(start, real):min(end, real)] {
-		r.Tools = append(r.Tools, toolDescriptor{
+		d := toolDescriptor{
 			Name:        t.name,
 			Description: t.description,
 			InputSchema: inputSchema{Type: "object", Properties: t.props},
-		})
+		}
+		if s.opts.readOnly[strings.TrimPrefix(t.name, s.opts.prefix)] {
+			d.Annotations = &annotations{ReadOnlyHint: true}
+		}
+		r.Tools = append(r.Tools, d)
 	}
 	for i := max(start, real); i < end; i++ {
 		r.Tools = append(r.Tools, padTool(i-real)) // -huge-catalog

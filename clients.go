@@ -1,0 +1,368 @@
+package main
+
+// This file holds corral's named clients and the profiles that say what
+// each sees: their config, how a client's token is read and checked when
+// the config is loaded, and how a profile matches a server's items. The
+// gateway makes a view of each profile (principal.go, access) and gives it
+// to the principal of every request a client sends.
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ClientConfig is one named client: who holds a token, and what they see.
+type ClientConfig struct {
+	// TokenFile names a file holding the client's bearer token (relative to
+	// the config file's directory); TokenEnv names an environment variable
+	// holding it. Exactly one must be set: a token is never written in the
+	// config itself. The token must hold at least 128 bits (see tokenBits).
+	TokenFile string `json:"tokenFile,omitempty"`
+	TokenEnv  string `json:"tokenEnv,omitempty"`
+	// Profile names the profile, in "profiles", that says which servers and
+	// items the client sees. If empty, the client sees every server.
+	Profile string `json:"profile,omitempty"`
+}
+
+// ProfileConfig says which servers, and which of their tools, resources and
+// prompts, a client sees. Its zero value sees nothing.
+type ProfileConfig struct {
+	// Servers maps a server's name to what the profile shows of it; "*"
+	// stands for every server not named. A server in neither is not seen.
+	Servers map[string]*ProfileServer `json:"servers,omitempty"`
+	// ReadOnlyTools keeps only the tools whose annotations say
+	// readOnlyHint: true. A server's hints are only as trustworthy as the
+	// server. If false, tools are not filtered by their hints.
+	ReadOnlyTools bool `json:"readOnlyTools,omitempty"`
+}
+
+// ProfileServer is what a profile shows of one server: each filter matches
+// the server's own names (a tool's or prompt's name, a resource's URI, a
+// resource template's uriTemplate), before any prefix corral adds. A nil
+// filter shows every item of its kind.
+type ProfileServer struct {
+	Tools     *ToolFilter `json:"tools,omitempty"`
+	Resources *ToolFilter `json:"resources,omitempty"`
+	Prompts   *ToolFilter `json:"prompts,omitempty"`
+}
+
+// rules returns what the profile shows of server, or nil if it does not
+// show the server at all.
+func (p *ProfileConfig) rules(server string) *ProfileServer {
+	if r, ok := p.Servers[server]; ok {
+		return orWhole(r)
+	}
+	if r, ok := p.Servers["*"]; ok {
+		return orWhole(r)
+	}
+	return nil
+}
+
+// orWhole returns r, or an empty ProfileServer for a server named with
+// null: it is shown whole.
+func orWhole(r *ProfileServer) *ProfileServer {
+	if r == nil {
+		return &ProfileServer{}
+	}
+	return r
+}
+
+// showsServer reports whether the profile shows any of server's items.
+func (p *ProfileConfig) showsServer(server string) bool {
+	return p.rules(server) != nil
+}
+
+// shows reports whether the profile shows the item of server named name by
+// the server, of the list whose items field names ("tools", "prompts",
+// "resources" or "resourceTemplates"); readOnly is whether a tool's
+// annotations say readOnlyHint: true, asked only of tools. It is safe for
+// concurrent use.
+func (p *ProfileConfig) shows(field, server, name string, readOnly func() bool) bool {
+	r := p.rules(server)
+	if r == nil {
+		return false
+	}
+	switch field {
+	case "tools":
+		return r.Tools.allows(name) && (!p.ReadOnlyTools || readOnly())
+	case "prompts":
+		return r.Prompts.allows(name)
+	default:
+		return r.Resources.allows(name)
+	}
+}
+
+// clientToken is a named client's token, as read when the config was
+// loaded.
+type clientToken struct {
+	client string
+	token  []byte
+}
+
+// clientOf returns the named client whose token got is, or "" if none is.
+// It compares got with every client's token, in constant time for each,
+// and does not stop at the first match: how long it takes tells nothing of
+// which token, if any, matched.
+func clientOf(tokens []clientToken, got string) string {
+	who := ""
+	g := []byte(got)
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare(g, t.token) == 1 {
+			who = t.client
+		}
+	}
+	return who
+}
+
+// minTokenBits is the least entropy a client's token must hold, by
+// tokenBits.
+const minTokenBits = 128
+
+// tokenBits estimates the entropy of token, in bits, by its length and
+// the smallest alphabet it is written in: decimal digits (3.3 bits a
+// character), hexadecimal digits (4), the characters of base64 and
+// base64url (6), or any other (6.6, printable ASCII). A token of fewer than
+// 8 different characters ("0000...", "abab...") counts as 0: no random
+// token of the lengths asked for has so few. So 32 hexadecimal digits or
+// 22 base64 characters are the least that pass.
+func tokenBits(token string) float64 {
+	distinct := map[rune]bool{}
+	for _, r := range token {
+		distinct[r] = true
+	}
+	if len(distinct) < 8 {
+		return 0
+	}
+	in := func(set string) bool {
+		return strings.Trim(token, set) == ""
+	}
+	const digits = "0123456789"
+	size := 95.0
+	switch {
+	case in(digits):
+		size = 10
+	case in(digits+"abcdef") || in(digits+"ABCDEF"):
+		size = 16
+	case in(digits + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/=-_"):
+		size = 64
+	}
+	return float64(len(token)) * math.Log2(size)
+}
+
+// validateClients checks c's clients and profiles, and reads each client's
+// token into c.clientTokens. Every error names the client or profile and
+// its field. clients and profiles are the raw values of the top-level keys
+// (nil if missing), in which a field corral does not know is an error: a
+// misspelt "tools" would show every tool. It runs after the servers are
+// parsed and the bearer token of authTokenFile is read, which no client's
+// token may equal.
+func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
+	p.refuseUnknownFields("clients", clients, func() any { return new(ClientConfig) },
+		"a client's fields are tokenFile, tokenEnv and profile")
+	p.refuseUnknownFields("profiles", profiles, func() any { return new(ProfileConfig) },
+		`a profile's fields are servers and readOnlyTools; each server's, tools, resources and prompts; each of those, allow and deny`)
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		prof := c.Profiles[name]
+		field := "profiles." + quoteName(name)
+		if prof == nil {
+			p.errorf("", field, "want an object with \"servers\", the servers the profile shows")
+			continue
+		}
+		for _, server := range slices.Sorted(maps.Keys(prof.Servers)) {
+			if server != "*" && c.MCPServers[server] == nil {
+				p.errorf("", field+".servers."+quoteName(server), "no server is named %q in mcpServers; name one of those, or \"*\" for every server", server)
+			}
+			r := prof.Servers[server]
+			if r == nil {
+				continue
+			}
+			for _, f := range []struct {
+				key    string
+				filter *ToolFilter
+			}{{"tools", r.Tools}, {"resources", r.Resources}, {"prompts", r.Prompts}} {
+				if f.filter != nil && (slices.Contains(f.filter.Allow, "") || slices.Contains(f.filter.Deny, "")) {
+					p.errorf("", field+".servers."+quoteName(server)+"."+f.key, "a pattern is empty; write a name, or a glob with '*'")
+				}
+			}
+		}
+	}
+	seen := map[string]string{} // token -> the client (or authTokenFile) that holds it
+	if c.token != "" {
+		seen[c.token] = "authTokenFile/authTokenEnv"
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Clients)) {
+		cl := c.Clients[name]
+		field := "clients." + quoteName(name)
+		if cl == nil {
+			p.errorf("", field, "want an object with \"tokenFile\" or \"tokenEnv\", and \"profile\"")
+			continue
+		}
+		if cl.Profile != "" && c.Profiles[cl.Profile] == nil {
+			p.errorf("", field+".profile", "no profile is named %q in \"profiles\"; add it, or name one of %q", cl.Profile, slices.Sorted(maps.Keys(c.Profiles)))
+		}
+		token, tokenField := p.readClientToken(name, cl)
+		if token == "" {
+			continue
+		}
+		if bits := tokenBits(token); bits < minTokenBits {
+			p.errorf("", field+"."+tokenField, "the token is too weak: about %.0f bits, fewer than %d; use 32 random hexadecimal digits or more (openssl rand -hex 32)", bits, minTokenBits)
+			continue
+		}
+		if other, dup := seen[token]; dup {
+			p.errorf("", field+"."+tokenField, "the token is also %s's; give each client its own token", other)
+			continue
+		}
+		seen[token] = "client " + quoteName(name)
+		c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
+	}
+}
+
+// refuseUnknownFields records an error for each entry of data, the map of
+// the top-level key that decodes into what fresh returns, that holds a
+// field corral does not know; fields says which there are.
+func (p *parser) refuseUnknownFields(key string, data json.RawMessage, fresh func() any, fields string) {
+	var entries map[string]json.RawMessage
+	if json.Unmarshal(data, &entries) != nil {
+		return // decode reported it
+	}
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		dec := json.NewDecoder(bytes.NewReader(entries[name]))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(fresh())
+		if err != nil && strings.Contains(err.Error(), "unknown field") {
+			p.errorf("", key+"."+quoteName(name), "%s; %s", strings.TrimPrefix(err.Error(), "json: "), fields)
+		}
+	}
+}
+
+// readClientToken reads client name's token from its tokenFile (relative
+// to the config file's directory) or its tokenEnv, and returns it with the
+// field it came from; "" after recording the error if it cannot.
+func (p *parser) readClientToken(name string, cl *ClientConfig) (token, field string) {
+	prefix := "clients." + quoteName(name) + "."
+	switch {
+	case cl.TokenFile != "" && cl.TokenEnv != "":
+		p.errorf("", prefix+"tokenFile", "set tokenFile or tokenEnv, not both")
+	case cl.TokenFile != "":
+		data, err := readSecretFile(filepath.Dir(p.path), cl.TokenFile)
+		if err != nil {
+			p.errorf("", prefix+"tokenFile", "cannot read the token: %v", err)
+			return "", ""
+		}
+		if token := strings.TrimSpace(data); token != "" {
+			return token, "tokenFile"
+		}
+		p.errorf("", prefix+"tokenFile", "%s is empty; put the client's token in it", cl.TokenFile)
+	case cl.TokenEnv != "":
+		if token, ok := p.getenv(cl.TokenEnv); ok && strings.TrimSpace(token) != "" {
+			return strings.TrimSpace(token), "tokenEnv"
+		}
+		p.errorf("", prefix+"tokenEnv", "the environment variable %s is not set or empty; export the client's token in it", cl.TokenEnv)
+	default:
+		p.errorf("", prefix+"tokenFile", "the client has no token; set tokenFile (a file holding it) or tokenEnv (a variable holding it)")
+	}
+	return "", ""
+}
+
+// asksForToken reports whether HTTP clients must send a bearer token:
+// authTokenFile's or a named client's.
+func (c *Config) asksForToken() bool {
+	return c.token != "" || len(c.clientTokens) > 0
+}
+
+// profilesReport returns what -check prints of c's clients and profiles,
+// or nothing if it has neither: each client with its profile, and each
+// profile resolved: the servers it shows, what it shows of each, and each
+// pattern that matches none of the server's items (usually a typo).
+// items returns the names server listed of a kind (by the field of its
+// list: "tools", "prompts", "resources", "resourceTemplates") when it
+// last ran, and whether they are known; a pattern is checked only against
+// items known.
+func (c *Config) profilesReport(items func(server, field string) ([]string, bool)) []byte {
+	if len(c.Clients) == 0 && len(c.Profiles) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(c.Clients)) {
+		cl := c.Clients[name]
+		switch {
+		case cl == nil:
+		case cl.Profile == "":
+			fmt.Fprintf(&b, "client %s: every server\n", quoteName(name))
+		default:
+			fmt.Fprintf(&b, "client %s: profile %s\n", quoteName(name), quoteName(cl.Profile))
+		}
+	}
+	servers := slices.Sorted(maps.Keys(c.MCPServers))
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
+		p := c.Profiles[name]
+		if p == nil {
+			continue
+		}
+		where := ""
+		if len(c.Clients) == 0 {
+			where = fmt.Sprintf(" (served at /mcp/%s and by -stdio -profile %s)", name, name)
+		}
+		fmt.Fprintf(&b, "profile %s%s:\n", quoteName(name), where)
+		if p.ReadOnlyTools {
+			fmt.Fprintf(&b, "  only tools whose annotations say readOnlyHint: true\n")
+		}
+		shown := 0
+		var warnings []string
+		for _, server := range servers {
+			r := p.rules(server)
+			if r == nil {
+				continue
+			}
+			shown++
+			var rules []string
+			for _, f := range []struct {
+				key    string
+				fields []string
+				filter *ToolFilter
+			}{{"tools", []string{"tools"}, r.Tools}, {"prompts", []string{"prompts"}, r.Prompts}, {"resources", []string{"resources", "resourceTemplates"}, r.Resources}} {
+				if f.filter == nil {
+					continue
+				}
+				if len(f.filter.Allow) > 0 {
+					rules = append(rules, fmt.Sprintf("%s.allow %q", f.key, f.filter.Allow))
+				}
+				if len(f.filter.Deny) > 0 {
+					rules = append(rules, fmt.Sprintf("%s.deny %q", f.key, f.filter.Deny))
+				}
+				var names []string
+				known := false
+				for _, field := range f.fields {
+					n, ok := items(server, field)
+					names, known = append(names, n...), known || ok
+				}
+				if !known {
+					continue
+				}
+				for _, pattern := range slices.Concat(f.filter.Allow, f.filter.Deny) {
+					if !slices.ContainsFunc(names, func(n string) bool { return globMatch(pattern, n) }) {
+						warnings = append(warnings, fmt.Sprintf("  warning: server %s: %s pattern %q matches none of the %d %s it listed when it last ran (a typo?)\n", quoteName(server), f.key, pattern, len(names), f.key))
+					}
+				}
+			}
+			if len(rules) == 0 {
+				rules = []string{"everything"}
+			}
+			fmt.Fprintf(&b, "  server %s: %s\n", quoteName(server), strings.Join(rules, ", "))
+		}
+		if shown == 0 {
+			fmt.Fprintf(&b, "  no server: its clients see nothing\n")
+		}
+		for _, w := range warnings {
+			b.WriteString(w)
+		}
+	}
+	return []byte(b.String())
+}
