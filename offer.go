@@ -239,7 +239,11 @@ func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, 
 	}
 	it := o.lookup(ctx, k, name)
 	if it == nil || !v.sees(k, it.backend.name, it.name) {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(k, name)}
+		werr := &wireError{Code: codeInvalidParams, Message: o.unknown(k, name)}
+		if it != nil {
+			werr.refusedBy = it.backend.name // for the audit trail; the client's answer is the unknown one
+		}
+		return nil, "", werr
 	}
 	return it.backend, it.orig, nil
 }
@@ -253,7 +257,11 @@ func (o *offer) itemByURI(ctx context.Context, v *view, method string, uri strin
 	}
 	b, orig := o.resolveURI(ctx, uri)
 	if b == nil || !v.sees(kindResource, b.name, uri) {
-		return nil, "", &wireError{Code: codeResourceNotFound, Message: o.unknown(kindResource, uri) + ", and no resource template matches it"}
+		werr := &wireError{Code: codeResourceNotFound, Message: o.unknown(kindResource, uri) + ", and no resource template matches it"}
+		if b != nil {
+			werr.refusedBy = b.name // as in itemByName
+		}
+		return nil, "", werr
 	}
 	return b, orig, nil
 }
