@@ -453,3 +453,33 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// BenchmarkAuditCallLine is the cost of one call's audit line alone: built
+// and written to a file (in the test's temporary directory), as
+// Gateway.serve makes it for an echo tools/call.
+func BenchmarkAuditCallLine(b *testing.B) {
+	for _, args := range []bool{false, true} {
+		name := "plain"
+		if args {
+			name = "arguments"
+		}
+		b.Run(name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "audit.jsonl")
+			cfg := &Config{Audit: AuditConfig{File: path}, MCPServers: map[string]*ServerConfig{"a": {Audit: &ServerAudit{Arguments: args}}}}
+			g := &Gateway{cfg: cfg, audit: newAuditTrail(testLogger(b))}
+			g.audit.configure(cfg)
+			defer g.audit.close()
+			msg, _ := decodeMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`))
+			in := legacyInbound(msg)
+			s := makeSession(nil, anonymousPrincipal)
+			s.id = "0123456789abcdef0123456789abcdef"
+			routed := &backend{name: "a"}
+			r := resultReply(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"hello"}]}`))
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				g.auditCall(ctx, g.audit.clock(), s, in, routed, nil, r)
+			}
+		})
+	}
+}

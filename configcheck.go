@@ -63,6 +63,7 @@ func (c *Config) resolved() []byte {
 	}
 	out.Supervision = c.supervision(&ServerConfig{})
 	out.Admin.MaxDynamic = c.Admin.maxDynamic()
+	out.Audit = c.audit()
 	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
