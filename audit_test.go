@@ -158,7 +158,6 @@ func TestAuditLinesMatchCalls(t *testing.T) {
 	}
 }
 
-
 // answerOf serves request line from session s as a legacy client's, and
 // returns the answer as written.
 func answerOf(t *testing.T, g *Gateway, s *session, line string) string {
