@@ -43,7 +43,7 @@ type auditTrail struct {
 	f        *os.File    // the open file; nil when off, on stdout, or not open
 	size     int64       // f's size, as written through it
 	closed   bool        // close was called: nothing more is written
-	lost     int64       // lines not written since the trail was configured
+	lost     int64       // lines not written since corral started
 	lastWarn time.Time   // when a lost line was last logged
 }
 
@@ -71,7 +71,6 @@ func (t *auditTrail) configure(cfg *Config) {
 	}
 	if a.File != t.cfg.File {
 		t.closeFile()
-		t.lost = 0
 	}
 	t.cfg = a
 	t.on.Store(a.File != "")
@@ -168,7 +167,7 @@ func (t *auditTrail) write(line []byte) {
 	}
 }
 
-// lostLines returns the lines not written since the trail was configured.
+// lostLines returns the lines not written since corral started.
 func (t *auditTrail) lostLines() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
