@@ -29,7 +29,8 @@ import (
 )
 
 // auditTrail writes the audit trail. Its methods are safe for concurrent
-// use; mu is held while a line is written, so lines never interleave, and
+// use, and a nil *auditTrail writes nothing (a Gateway a test makes by
+// hand has none); mu is held while a line is written, so lines never interleave, and
 // never while a line is built.
 type auditTrail struct {
 	log *slog.Logger
@@ -169,6 +170,9 @@ func (t *auditTrail) write(line []byte) {
 
 // lostLines returns the lines not written since corral started.
 func (t *auditTrail) lostLines() int64 {
+	if t == nil {
+		return 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lost
@@ -177,7 +181,7 @@ func (t *auditTrail) lostLines() int64 {
 // clock returns the time a call starts, for its audit line; zero when
 // there is no trail, and then auditCall writes nothing for the call.
 func (t *auditTrail) clock() time.Time {
-	if !t.on.Load() {
+	if t == nil || !t.on.Load() {
 		return time.Time{}
 	}
 	return time.Now()
@@ -266,7 +270,7 @@ func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in
 // with what shows its command or url (never a secret), and why it was
 // refused, if it was.
 func (t *auditTrail) auditAdmin(client, remote, action, server, what, why string) {
-	if !t.on.Load() {
+	if t == nil || !t.on.Load() {
 		return
 	}
 	outcome := auditOK
