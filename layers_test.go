@@ -150,7 +150,7 @@ var layerTable = []layer{
 	}},
 }
 
-var updateREADME = flag.Bool("update-readme", false, "write the layer table into README.md's map")
+var updateREADME = flag.Bool("update-readme", false, "write the layer table into the maps of the code in README.md and docs/code.md")
 
 // fileLayers returns the layer index of each file of the table, 0 the top.
 func fileLayers(t *testing.T) map[string]int {
@@ -200,18 +200,26 @@ func TestEveryProductionFileHasALayer(t *testing.T) {
 	}
 }
 
-// readmeMap renders the table as README's map of the code.
-func readmeMap() string {
+// codeMap returns the map of the code that layerTable gives: each layer with
+// its files, and what each file holds when about is true (docs/code.md) or
+// only its name (README.md, which a person deciding reads).
+func codeMap(about bool) string {
 	var b strings.Builder
 	b.WriteString("| layer | files |\n|---|---|\n")
 	for _, l := range layerTable {
 		fmt.Fprintf(&b, "| **%s**: %s |", l.name, l.about)
 		for i, f := range l.files {
-			name, about, _ := strings.Cut(f, ":")
-			if i > 0 {
+			name, what, _ := strings.Cut(f, ":")
+			switch {
+			case about && i > 0:
 				b.WriteString(";")
+			case i > 0:
+				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " `%s` %s", name, strings.TrimSpace(about))
+			fmt.Fprintf(&b, " `%s`", name)
+			if about {
+				fmt.Fprintf(&b, " %s", strings.TrimSpace(what))
+			}
 		}
 		b.WriteString(" |\n")
 	}
@@ -223,31 +231,45 @@ const (
 	mapEnd   = "<!-- end of layers -->\n"
 )
 
+// TestREADMEMapsEveryFile checks the two maps of the code that layerTable
+// is the source of: README.md's, file names by layer, and docs/code.md's,
+// with what each file holds. With -update-readme it writes them.
 func TestREADMEMapsEveryFile(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	for _, doc := range []struct {
+		path  string
+		about bool
+	}{{"README.md", false}, {"docs/code.md", true}} {
+		checkMap(t, doc.path, codeMap(doc.about))
+	}
+}
+
+// checkMap checks that the file at path holds want between mapBegin and
+// mapEnd, or writes it there with -update-readme.
+func checkMap(t *testing.T, path, want string) {
+	t.Helper()
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, rest, ok := bytes.Cut(readme, []byte(mapBegin))
+	before, rest, ok := bytes.Cut(text, []byte(mapBegin))
 	if !ok {
-		t.Fatalf("README.md has no map of the code: it must hold the line %q, the map, and %q", mapBegin, mapEnd)
+		t.Fatalf("%s has no map of the code: it must hold the line %q, the map, and %q", path, mapBegin, mapEnd)
 	}
 	got, after, ok := bytes.Cut(rest, []byte(mapEnd))
 	if !ok {
-		t.Fatalf("README.md's map of the code has no end line %q", mapEnd)
+		t.Fatalf("%s's map of the code has no end line %q", path, mapEnd)
 	}
-	want := readmeMap()
 	if string(got) == want {
 		return
 	}
 	if *updateREADME {
 		out := slices.Concat(before, []byte(mapBegin), []byte(want), []byte(mapEnd), after)
-		if err := os.WriteFile("README.md", out, 0o644); err != nil {
+		if err := os.WriteFile(path, out, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md's map of the code is not layers_test.go's layerTable; run go test -run TestREADMEMapsEveryFile -update-readme\n got:\n%s\nwant:\n%s", got, want)
+	t.Errorf("%s's map of the code is not layers_test.go's layerTable; run go test -run TestREADMEMapsEveryFile -update-readme\n got:\n%s\nwant:\n%s", path, got, want)
 }
 
 // checkedPackage is the root package parsed and type-checked, its files for

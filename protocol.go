@@ -1,6 +1,9 @@
 package main
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"runtime/debug"
+)
 
 // What corral knows of the Model Context Protocol, in one place: every
 // method it handles or passes on, every JSON-RPC error code it answers with,
@@ -247,5 +250,37 @@ const modernVersion = "2026-07-28"
 // protocolVersions are the MCP versions corral speaks, newest first.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// version is corral's version, reported by -version and in serverInfo.
-var version = "0.1.0-dev"
+// version is corral's version, reported by -version, in serverInfo and in
+// clientInfo, taken from the build (see versionOf). It is set once, before
+// main runs, and never changed.
+var version = versionOf(debug.ReadBuildInfo())
+
+// versionOf returns the version of a binary built as info says: the main
+// module's version, which `go install module@version` sets, and which go
+// build (Go 1.24 and later) derives from the repository's tag or commit,
+// "+dirty" marking uncommitted changes; else, for a build that set no
+// version (go run, go test), the VCS revision's first 12 hex digits, with
+// "+dirty" when the tree had changes; else "devel".
+func versionOf(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	return rev[:min(12, len(rev))] + dirty
+}

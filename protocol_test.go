@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"runtime/debug"
+	"testing"
+)
 
 func TestMethodsAgreeWithTheCatalogKinds(t *testing.T) {
 	for k := range numKinds {
@@ -66,5 +69,30 @@ func TestHeardServesOnlyClientNotifications(t *testing.T) {
 		if got := heard(tt.method).op; got != tt.want {
 			t.Errorf("heard(%q).op = %d, want %d", tt.method, got, tt.want)
 		}
+	}
+}
+
+func TestVersionComesFromTheBuild(t *testing.T) {
+	t.Parallel()
+	rev := "72272da5c8e1f00dfeedface0000000000000000"
+	tests := []struct {
+		name string
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"go install module@version reports the module's version", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, true, "v1.2.3"},
+		{"go build in a repository reports the version it derived", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261125204213-72272da5c8e1+dirty"}}, true, "v0.0.0-20261125204213-72272da5c8e1+dirty"},
+		{"a build with no version reports the revision", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}}, true, "72272da5c8e1"},
+		{"a tree with changes is marked dirty", &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}}, true, "72272da5c8e1+dirty"},
+		{"a build with neither is devel", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "devel"},
+		{"a binary without build information is devel", nil, false, "devel"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := versionOf(tc.info, tc.ok); got != tc.want {
+				t.Errorf("versionOf(...) = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
