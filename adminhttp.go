@@ -118,13 +118,17 @@ func (h *httpFrontEnd) serveUnregister(w http.ResponseWriter, r *http.Request, n
 // command or url as -check shows them, never a secret.
 func (h *httpFrontEnd) audit(r *http.Request, action, name string, s *ServerConfig, why string) {
 	args := []any{"action", action, "remote", r.RemoteAddr, "server", name}
+	what := ""
 	switch {
 	case s == nil:
 	case s.URL != "":
-		args = append(args, "url", maskURL(cmp.Or(s.shown["url"], s.URL)))
+		what = maskURL(cmp.Or(s.shown["url"], s.URL))
+		args = append(args, "url", what)
 	default:
-		args = append(args, "command", cmp.Or(s.shown["command"], s.Command))
+		what = cmp.Or(s.shown["command"], s.Command)
+		args = append(args, "command", what)
 	}
+	h.gw.audit.auditAdmin(h.principalOf(r).name, r.RemoteAddr, action, name, what, why)
 	if why != "" {
 		h.gw.log.Warn("audit", append(args, "why", why)...)
 		return

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,9 +47,31 @@ func BenchmarkToolsCallDirectStdio(b *testing.B) {
 }
 
 func BenchmarkToolsCallThroughCorralHTTP(b *testing.B) {
-	tg := startGateway(b, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+	benchToolsCallHTTP(b, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+}
+
+// The same with the audit trail on, written to a file in the test's
+// temporary directory; and with the server's arguments and results in it
+// too (docs/performance.md compares them with the above).
+func BenchmarkToolsCallThroughCorralHTTPAudited(b *testing.B) {
+	benchToolsCallHTTP(b, `{"audit":{"file":"STATE/audit.jsonl"},"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"]}}}`)
+}
+
+func BenchmarkToolsCallThroughCorralHTTPAuditedArguments(b *testing.B) {
+	benchToolsCallHTTP(b, `{"audit":{"file":"STATE/audit.jsonl"},"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE"],"audit":{"arguments":true}}}}`)
+}
+
+// benchToolsCallHTTP makes the echo call through a gateway of config over
+// HTTP, and reports the CPU time of the test process (the client and
+// corral, not fakeserver) a call.
+func benchToolsCallHTTP(b *testing.B, config string) {
+	tg := startGateway(b, config)
 	c := connect(b, tg.url)
 	hc := &http.Client{}
+	cpu0 := processCPU()
+	defer func() {
+		b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	}()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		req, _ := http.NewRequest("POST", tg.url, strings.NewReader(fmt.Sprintf(benchCall, i)))
@@ -206,4 +229,12 @@ func BenchmarkHeapAndGoroutinesAfter100kCalls(b *testing.B) {
 		b.ReportMetric(float64(g1), "goroutines-after")
 		b.ReportMetric(0, "ns/op")
 	}
+}
+
+// processCPU returns the CPU time, user and system, the test process has
+// used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

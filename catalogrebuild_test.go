@@ -29,7 +29,7 @@ func listingGateway(t testing.TB, n, tools int, prefixed bool) (*Gateway, *atomi
 	}
 	g.rebuildCatalog()
 	var heard atomic.Int64
-	s := g.sessions.newSession(func([]byte) { heard.Add(1) }, anonymousPrincipal)
+	s := g.sessions.newSession(func([]byte) { heard.Add(1) }, anonymousPrincipal, "")
 	s.mu.Lock()
 	s.initialized = true
 	s.mu.Unlock()

@@ -183,6 +183,10 @@ type Config struct {
 	// directory. If empty, "corral" in the user's cache directory.
 	CacheDir string `json:"cacheDir"`
 
+	// Audit is where the audit trail goes (configaudit.go). If zero, there
+	// is none.
+	Audit AuditConfig `json:"audit,omitzero"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -280,6 +284,10 @@ type ServerConfig struct {
 	// Prerequisite, if set, is a process corral starts, and waits for,
 	// before the server (see prereq.go).
 	Prerequisite *Prerequisite `json:"prerequisite,omitempty"`
+
+	// Audit, if set, is what the server's calls add to the audit trail
+	// (configaudit.go).
+	Audit *ServerAudit `json:"audit,omitempty"`
 
 	// name is the key of this server in mcpServers.
 	name string
@@ -558,6 +566,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	}
 	p.validate(c)
 	p.validateAdmin(c)
+	p.validateAudit(c)
 	c.token = p.readToken(c, path)
 	p.validateClients(c, top["clients"], top["profiles"])
 

@@ -39,6 +39,7 @@ func (c *Config) resolved() []byte {
 	admin := c.Admin
 	admin.MaxDynamic = admin.maxDynamic()
 	out.Admin = &admin
+	out.Audit = c.audit()
 	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
 	for name, s := range c.MCPServers {
 		out.MCPServers[name] = c.shownServer(s)
@@ -60,6 +61,7 @@ type shownConfig struct {
 	Limits     any                    `json:"limits"`
 	Sandbox    any                    `json:"sandbox"`
 	Admin      *AdminConfig           `json:"admin"`
+	Audit      AuditConfig            `json:"audit,omitzero"`
 	CacheDir   string                 `json:"cacheDir"`
 	MCPServers map[string]shownServer `json:"mcpServers"`
 }

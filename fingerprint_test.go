@@ -86,6 +86,7 @@ func TestFingerprintCoversEveryServerConfigField(t *testing.T) {
 	noRestart := []string{
 		"EnvFile",                            // its variables are in Env
 		"Disabled",                           // a disabled server does not run
+		"Audit.Arguments",                    // read at each call
 		"RequestTimeout",                     // docs/config.md#reload: applies to the servers a reload starts
 		"MaxCatalogItems", "MaxCatalogBytes", // the same
 		"Prerequisite.shown", "name", "shown", // what -check prints; the key in mcpServers

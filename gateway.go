@@ -107,6 +107,8 @@ type Gateway struct {
 
 	status statusReader // what the status page reads (status.go)
 
+	audit *auditTrail // the audit trail (audit.go)
+
 	forwarder forwarder // what an era's forward needs (eraRules.forward)
 }
 
@@ -134,6 +136,8 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.scopes = newScopedServers(g.config, log, g.events, g.subs, g.tasks, g.serverRequests)
 	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.cgroups = newCgroupTree(g.instance)
+	g.audit = newAuditTrail(log)
+	g.audit.configure(cfg)
 	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
@@ -302,6 +306,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	acc := newAccess(cfg)
 	g.cfg, g.acc, g.backends = cfg, acc, next
 	g.mu.Unlock()
+	g.audit.configure(cfg)
 	g.rebuildCatalog()
 	g.endRemovedClients(acc)
 
@@ -354,6 +359,7 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 	// Left out, as a running server does not need a restart for them:
 	own.EnvFile = ""     // its variables are in Env, which counts
 	own.Disabled = false // a disabled server is not running
+	own.Audit = nil      // read at each call (Config.auditArguments)
 	// A kept server keeps its old values of these: they apply to the servers
 	// a reload starts, as docs/config.md#reload says.
 	own.RequestTimeout, own.MaxCatalogItems, own.MaxCatalogBytes = 0, 0, 0
@@ -471,6 +477,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 	if err := g.cgroups.close(); err != nil {
 		g.log.Warn("cannot remove corral's cgroups", "err", err)
 	}
+	g.audit.close() // every call has ended
 }
 
 // backendChanged is called by a backend whenever its state or tools change.

@@ -640,7 +640,7 @@ func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(ms
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
-	s.session = h.gw.sessions.newSession(deliver, who)
+	s.session = h.gw.sessions.newSession(deliver, who, s.id)
 	return s
 }
 

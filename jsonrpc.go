@@ -33,6 +33,10 @@ type wireError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// refusedBy, never sent, names the server of an item the client asked
+	// for that is outside its view: the answer is that of an unknown item,
+	// and the audit trail says what it was (see offer.itemByName).
+	refusedBy string
 }
 
 func (e *wireError) Error() string { return e.Message }

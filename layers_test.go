@@ -90,6 +90,7 @@ var layerTable = []layer{
 		"serverrequests.go: a server's requests to its client's session",
 		"scope.go: a process per session for servers that ask for one",
 		"admin.go: servers registered at run time",
+		"audit.go: the audit trail: a line per call and admin action, a file rotated at a bound",
 	}},
 	{"backends", "a server's life and the MCP client that speaks to it", []string{
 		"supervisor.go: a backend's life: states, backoff, breaker",
@@ -141,6 +142,7 @@ var layerTable = []layer{
 		"clientconfig.go: what -client-config prints: a client's entry for corral",
 		"configenvfile.go: envFile",
 		"configlazy.go: lazy start and idle stop settings",
+		"configaudit.go: the audit trail's settings",
 		"configrefs.go: ${NAME} and ${file:PATH}",
 		"prereqconfig.go: a server's prerequisite",
 		"limits.go: a server's resource limits",

@@ -291,6 +291,9 @@ func (inv *invocation) readConfig() (*Config, error) {
 	if inv.listen != "" {
 		cfg.Listen = inv.listen
 	}
+	if inv.stdio && cfg.Audit.File == auditStdout {
+		return nil, fmt.Errorf(`%s: audit.file: "-" writes the audit trail to stdout, which -stdio uses as the MCP channel; name a file, such as "/var/log/corral/audit.jsonl", or serve over HTTP`, inv.configPath)
+	}
 	return cfg, nil
 }
 

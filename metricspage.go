@@ -30,6 +30,8 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 		metricFamily(&b, "corral_event_streams", "gauge", "Open GET event streams of the HTTP front end.")
 		fmt.Fprintf(&b, "corral_event_streams %d\n", h.streams.Load())
 	}
+	metricFamily(&b, "corral_audit_lines_lost_total", "counter", "Lines of the audit trail that could not be written.")
+	fmt.Fprintf(&b, "corral_audit_lines_lost_total %d\n", gw.audit.lostLines())
 	writeProcessMetrics(&b)
 	writeRuntimeMetrics(&b)
 	io.WriteString(w, b.String())

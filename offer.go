@@ -238,28 +238,40 @@ func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, 
 
 // itemByName returns the server that offers the item of kind k clients call
 // name, and the server's own name for it, or the error to answer method
-// with. An item outside view v is unknown.
+// with. An item outside view v is unknown, and its error's refusedBy
+// names its server for the audit trail.
 func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*backend, string, *wireError) {
 	if name == "" {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
 	}
 	it := o.lookup(ctx, k, name)
 	if it == nil || !o.catalog().inView(v, k, name) {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: o.unknown(v, k, name)}
+		werr := &wireError{Code: codeInvalidParams, Message: o.unknown(v, k, name)}
+		if it != nil {
+			werr.refusedBy = it.backend.name // for the audit trail; the client's answer is the unknown one
+		}
+		return nil, "", werr
 	}
 	return it.backend, it.orig, nil
 }
 
 // itemByURI returns the server that serves the resource URI uri, and the
 // server's own URI for it, or the error to answer method with. A URI of a
-// server's that view v does not see is not found.
+// server's that view v does not see is not found (refusedBy names the
+// server, as in itemByName).
 func (o *offer) itemByURI(ctx context.Context, v *view, method string, uri string) (*backend, string, *wireError) {
 	if uri == "" {
 		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must hold a uri"}
 	}
 	b, orig := o.resolveURI(ctx, v, uri)
 	if b == nil {
-		return nil, "", &wireError{Code: codeResourceNotFound, Message: o.unknown(v, kindResource, uri) + ", and no resource template matches it"}
+		werr := &wireError{Code: codeResourceNotFound, Message: o.unknown(v, kindResource, uri) + ", and no resource template matches it"}
+		if v != nil {
+			if hidden, _ := o.resolveURI(ctx, nil, uri); hidden != nil {
+				werr.refusedBy = hidden.name // as in itemByName
+			}
+		}
+		return nil, "", werr
 	}
 	return b, orig, nil
 }

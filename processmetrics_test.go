@@ -224,7 +224,7 @@ func TestMetricsPageIsStrictExpositionWithStandardMetrics(t *testing.T) {
 		"corral_calls_total": "counter", "corral_call_errors_total": "counter", "corral_call_timeouts_total": "counter",
 		"corral_call_cancellations_total": "counter", "corral_call_duration_seconds": "histogram",
 		"corral_restarts_total": "counter", "corral_server_state": "gauge", "corral_in_flight": "gauge",
-		"corral_sessions": "gauge", "corral_event_streams": "gauge",
+		"corral_sessions": "gauge", "corral_event_streams": "gauge", "corral_audit_lines_lost_total": "counter",
 		// The Go runtime's, named as the Prometheus Go client names them.
 		"go_goroutines": "gauge", "go_threads": "gauge", "go_memstats_alloc_bytes": "gauge",
 		"go_memstats_heap_inuse_bytes": "gauge", "go_memstats_sys_bytes": "gauge",

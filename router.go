@@ -105,11 +105,16 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opList:
 		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
 	case opForward:
-		b, params, token, werr := g.route(ctx, v, msg)
+		// Each way out writes the request's audit line (audit.go): here its
+		// outcome is known.
+		start := g.audit.clock()
+		routed, params, token, werr := g.route(ctx, v, msg)
+		var b *backend
 		if werr == nil {
-			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s
+			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, routed) // a session-scoped server's process of s
 		}
 		if werr != nil {
+			g.auditCall(ctx, start, s, in, routed, werr, nil)
 			return errorReply(msg.ID, werr)
 		}
 		var r *reply
@@ -119,14 +124,18 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			r = g.forward(ctx, s, in, b, params, token, send)
 		}
 		if r == nil || s.wasCancelled(key) {
+			g.auditCall(ctx, start, s, in, routed, nil, nil)
 			return nil // the client cancelled it: it wants no answer
 		}
+		g.auditCall(ctx, start, s, in, routed, nil, r)
 		return r
 	case opTask:
+		start := g.audit.clock()
 		r := g.tasks.serve(ctx, s, in, send)
 		if r == nil || s.wasCancelled(key) {
-			return nil
+			r = nil
 		}
+		g.auditCall(ctx, start, s, in, nil, nil, r)
 		return r
 	case opTaskList:
 		result, err = g.tasks.list(ctx, s, msg.Params)

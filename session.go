@@ -27,6 +27,9 @@ type session struct {
 	// who sent the session's requests, set by the front end that opened
 	// it; never changed (principal.go).
 	who principal
+	// id is the session's ID for its front end ("" for -stdio and a
+	// modern request's), which the audit trail writes; never changed.
+	id string
 
 	mu              sync.Mutex
 	initialized     bool // initialize was answered: notifications may follow
@@ -406,10 +409,11 @@ func listeningSession(notify func([]byte), who principal) *session {
 	return s
 }
 
-// newSession registers a session of who's so that it hears of catalog
-// changes.
-func (ss *sessionSet) newSession(notify func([]byte), who principal) *session {
+// newSession registers a session of who's, whose front end calls it id, so
+// that it hears of catalog changes.
+func (ss *sessionSet) newSession(notify func([]byte), who principal, id string) *session {
 	s := makeSession(notify, who)
+	s.id = id
 	ss.add(s)
 	return s
 }

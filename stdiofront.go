@@ -56,7 +56,7 @@ type stdinRead struct {
 // flushed to out.
 func serveStdio(ctx context.Context, gw *Gateway, who principal, in io.Reader, out io.Writer, maxLine int, drain time.Duration, log *slog.Logger) {
 	f := &stdioFrontEnd{frontEnd: frontEnd{gw: gw, log: log}, drain: drain, lines: make(chan stdioLine, relatedBuffer)}
-	s := gw.sessions.newSession(f.notify, who)
+	s := gw.sessions.newSession(f.notify, who, "")
 	f.loop = newSessionLoop(f.frontEnd, s, "stdio", f, true)
 	defer f.loop.cancel()
 	writerDone := f.startWriter(out)
