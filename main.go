@@ -220,6 +220,8 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	defer reaper.Close()
 	gw := NewGateway(cfg, log, reaper)
 	gw.logHealth = inv.stdio
+	// One client, which servers that ask for roots at their start wait for.
+	gw.serverRequests.holdForClient = inv.stdio
 	var ln net.Listener
 	loopback := false
 	if !inv.stdio {

@@ -76,9 +76,16 @@ func newHTTPPeer(t testing.TB, url, caps string) *peer {
 // newStdioPeer serves a stdio session of gw to a new peer declaring caps.
 func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
 	t.Helper()
+	return newStdioPeerAnswering(t, gw, caps, nil)
+}
+
+// newStdioPeerAnswering is newStdioPeer of a peer that answers the
+// servers' requests with answer from the start, before its handshake ends.
+func newStdioPeerAnswering(t testing.TB, gw *Gateway, caps string, answer func(method string, params json.RawMessage) (any, *wireError)) *peer {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}}
+	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}, answer: answer}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // offer is what the gateway offers clients, read from the catalog and the
@@ -50,9 +51,10 @@ func (o *offer) instructions() string {
 }
 
 // capabilities returns what the gateway offers clients: what any of its
-// servers offers. Every list may change, as servers come and go.
+// servers offers, and resources and logging always, for corral's own
+// (ownstatus.go). Every list may change, as servers come and go.
 func (o *offer) capabilities() map[string]any {
-	caps := map[string]any{}
+	caps := map[string]any{"resources": map[string]bool{"listChanged": true}, "logging": struct{}{}}
 	listChanged := map[string]bool{"listChanged": true}
 	for _, b := range o.backends() {
 		c := b.capabilities()
@@ -131,18 +133,33 @@ func (o *offer) resolveURI(ctx context.Context, uri string) (*backend, string) {
 }
 
 // unknown says an item is unknown and, since it may belong to a server that
-// never listed its items, which servers are not ready.
+// never listed its items and is not ready, why that server is down, in one
+// short line (health.downLine): the server whose prefix the name has, or
+// else each such server's name and state only.
 func (o *offer) unknown(k kind, name string) string {
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	if k == kindTemplate {
 		what = "resource"
 	}
-	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
-	for _, b := range o.backends() {
-		h := b.health()
-		if h.State != stateReady && len(b.items(k)) == 0 {
-			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
+	backends := o.backends()
+	if p := namespace(backends, k, name); p != "" {
+		for _, b := range backends {
+			if b.cfg.Prefix == p && len(b.items(k)) == 0 {
+				if h := b.health(); h.State != stateReady && h.State != stateIdle {
+					return fmt.Sprintf("%s %q is unknown: %s", what, name, h.downLine(time.Now()))
+				}
+			}
 		}
+	}
+	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
+	var down []string
+	for _, b := range backends {
+		if h := b.health(); h.State != stateReady && h.State != stateIdle && len(b.items(k)) == 0 {
+			down = append(down, fmt.Sprintf("%q (%s)", b.name, h.State))
+		}
+	}
+	if len(down) > 0 {
+		msg += fmt.Sprintf("; these servers, whose %ss are not known, are down: %s; see the resource %s", what, strings.Join(down, ", "), statusURI)
 	}
 	return msg
 }

@@ -103,7 +103,13 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		result = g.offer.discover(ctx)
 	case opList:
 		result, err = g.offer.list(ctx, s.who.view, info.kind, msg.Params, in.rules.ownMeta())
+		if page, ok := result.(json.RawMessage); ok && err == nil && info.kind == kindResource {
+			result = withStatusItem(page, msg.Params) // corral's own, which every view sees
+		}
 	case opForward:
+		if msg.Method == "resources/read" && isStatusRead(msg.Params) {
+			return in.rules.result(msg.ID, g.notices.readStatus(s.who.view), false)
+		}
 		b, params, token, werr := g.route(ctx, s.who.view, msg)
 		if werr == nil {
 			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, b) // a session-scoped server's process of s

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // statusSource is what the status page reads of the gateway below it: a
@@ -149,7 +148,7 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 			tail = tail[len(tail)-statusLines:]
 		}
 		for _, line := range tail {
-			sv.Stderr = append(sv.Stderr, cutLine(line, statusLineRunes))
+			sv.Stderr = append(sv.Stderr, shortLine(line, statusLineRunes))
 		}
 		v.Servers = append(v.Servers, sv)
 	}
@@ -168,17 +167,6 @@ func retryText(retryAt string, now time.Time) string {
 		return fmt.Sprintf("%s (in %s)", at, d)
 	}
 	return at + " (now)"
-}
-
-// cutLine returns s as valid UTF-8 of at most n runes, the last of them "…"
-// when s was longer.
-func cutLine(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // statusTemplate is the page. html/template escapes every value by its

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nextLog returns the next notifications/message of p's own stream,
+// skipping list changes, as level, logger and data.
+func nextLog(t *testing.T, p *peer) (level, logger, data string) {
+	t.Helper()
+	m := p.nextExcept("notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed")
+	if m.Method != "notifications/message" {
+		t.Fatalf("the session's stream carried %s %s, want notifications/message", m.Method, m.Params)
+	}
+	var p2 struct {
+		Level, Logger string
+		Data          any
+	}
+	json.Unmarshal(m.Params, &p2)
+	s, _ := p2.Data.(string)
+	return p2.Level, p2.Logger, s
+}
+
+// readStatus reads corral://status through p and decodes it.
+func readStatus(t *testing.T, p *peer) (gatewayStatus, string) {
+	t.Helper()
+	m, _ := p.call("resources/read", `{"uri":"corral://status"}`)
+	var r struct {
+		Contents []struct{ URI, MimeType, Text string }
+	}
+	result(t, m, &r)
+	if len(r.Contents) != 1 || r.Contents[0].URI != statusURI || r.Contents[0].MimeType != "application/json" {
+		t.Fatalf("resources/read corral://status = %s, want one application/json contents of corral://status", m.Result)
+	}
+	var st gatewayStatus
+	if err := json.Unmarshal([]byte(r.Contents[0].Text), &st); err != nil {
+		t.Fatalf("corral://status is not the status as JSON: %v\n%s", err, r.Contents[0].Text)
+	}
+	return st, r.Contents[0].Text
+}
+
+func TestStdioClientHearsOfACrashReadsCorralStatusAndHearsOfTheServerBack(t *testing.T) {
+	t.Parallel()
+	// The restart waits 3s (up to 4.5s with jitter): long enough for the
+	// status to be read while the server is down, on a loaded machine.
+	tg := startGateway(t, `{"restartDelay":"3s","maxRestartDelay":"3s","mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}
+	}}`)
+	p := newStdioPeer(t, tg.gw, `{}`) // a desktop client: it never sets a log level
+
+	if got := p.listAll("resources/list", "resources", "uri"); len(got) == 0 || got[0] != statusURI {
+		t.Errorf("resources/list = %v, want corral://status among them, first", got)
+	}
+	if st, _ := readStatus(t, p); len(st.Servers) != 1 || st.Servers[0].State != stateReady || st.Servers[0].PID == 0 {
+		t.Errorf("corral://status while ready = %+v, want server a ready with its PID", st.Servers)
+	}
+
+	if m, _ := p.call("tools/call", `{"name":"crash","arguments":{}}`); m.Error == nil {
+		t.Fatalf("the crash tool answered %s, want an error: the server exited", m.Result)
+	}
+	level, logger, data := nextLog(t, p)
+	if level != "warning" || logger != "corral" || !strings.Contains(data, `server "a" crashed`) || !strings.Contains(data, "exit status") || !strings.Contains(data, statusURI) {
+		t.Errorf("log message after the crash = %s %s %q, want a warning from corral naming the server, its exit status and corral://status", level, logger, data)
+	}
+
+	st, raw := readStatus(t, p)
+	if len(st.Servers) != 1 {
+		t.Fatalf("corral://status = %s, want server a", raw)
+	}
+	a := st.Servers[0]
+	if a.State != stateBackoff || a.PID != 0 || a.RetryAt == "" || !strings.Contains(a.Error, "exited") || a.LastExit == "" {
+		t.Errorf("corral://status of the crashed server = %+v, want backoff, no PID (its process is gone), its error, last exit and when it restarts", a.health)
+	}
+
+	level, logger, data = nextLog(t, p)
+	if level != "notice" || logger != "corral" || !strings.Contains(data, `server "a" is back`) {
+		t.Errorf("log message after the restart = %s %s %q, want a notice from corral that server a is back", level, logger, data)
+	}
+}
+
+func TestDownServerCallAnswersOneShortLine(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("npm error ", 60)
+	tg := startGateway(t, `{"restartDelay":"10ms","maxRestarts":1,"failedRetry":"1h","mcpServers":{
+		"a": {"command":"FAKE","args":["-state","STATE","-name","a"]},
+		"b": {"command":"/bin/sh","args":["-c","echo `+long+` >&2; exit 3"],"prefix":"b"},
+		"c": {"command":"/bin/sh","args":["-c","echo `+long+` >&2; exit 3"],"prefix":"c"}
+	}}`)
+	waitState(t, tg.gw.backends[1], stateFailed, 30*time.Second)
+	waitState(t, tg.gw.backends[2], stateFailed, 30*time.Second)
+	p := newStdioPeer(t, tg.gw, `{}`)
+
+	// A tool of b's: b never listed its tools, so corral knows the name
+	// only by b's prefix.
+	m, _ := p.call("tools/call", `{"name":"b__echo","arguments":{}}`)
+	if m.Error == nil {
+		t.Fatalf("a call to a failed server's tool answered %s, want an error", m.Result)
+	}
+	msg := m.Error.Message
+	if !strings.Contains(msg, `server "b" is failed`) || !strings.Contains(msg, "tries it again at") || strings.Contains(msg, `server "c"`) ||
+		strings.Contains(msg, "\n") || len(msg) > 600 {
+		t.Errorf("error of a call to a failed server's tool (%d bytes) = %q, want one short line naming server b, its state and its retry, and not c", len(msg), msg)
+	}
+	// The failing servers tell the client when it has finished its handshake.
+	seen := map[string]string{}
+	for range 2 {
+		level, _, data := nextLog(t, p)
+		for _, name := range []string{"b", "c"} {
+			if strings.HasPrefix(data, `server "`+name+`" is failed`) {
+				seen[name] = level
+			}
+		}
+	}
+	if seen["b"] != "error" || seen["c"] != "error" {
+		t.Errorf("log messages at the handshake = %v, want an error for each failed server", seen)
+	}
+}
+
+func TestServerRequestWithNoCallInFlightReachesTheOneStdioSession(t *testing.T) {
+	t.Parallel()
+	tg := startGatewayNoWait(t, `{"mcpServers":{
+		"fs": {"command":"FAKE","args":["-state","STATE","-name","fs","-roots-at-start"]}
+	}}`, func(g *Gateway) { g.serverRequests.holdForClient = true })
+	answered := make(chan struct{}, 10)
+	p := newStdioPeerAnswering(t, tg.gw, fullCaps, func(method string, _ json.RawMessage) (any, *wireError) {
+		if method != "roots/list" {
+			return nil, &wireError{Code: codeMethodNotFound, Message: "not " + method}
+		}
+		answered <- struct{}{}
+		return map[string]any{"roots": []map[string]string{{"uri": "file:///workspace", "name": "workspace"}}}, nil
+	})
+	select {
+	case <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server's roots/list at its start never reached the stdio client")
+	}
+	rootsEvent := func() string {
+		for _, s := range fakeProcesses(t, tg.dir) {
+			for _, e := range fakeEvents(t, tg.dir, s.PID) {
+				if e.Event == "roots-at-start" {
+					return e.Reason
+				}
+			}
+		}
+		return ""
+	}
+	waitFor(t, 10*time.Second, "the server to record the client's roots", func() bool { return rootsEvent() != "" })
+	if got := rootsEvent(); !strings.Contains(got, "file:///workspace") {
+		t.Errorf("the server got %q, want the client's roots", got)
+	}
+
+	// The client's roots change: the server hears of it.
+	p.send(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	waitFor(t, 10*time.Second, "the server to hear roots/list_changed", func() bool {
+		for _, s := range fakeProcesses(t, tg.dir) {
+			for _, e := range fakeEvents(t, tg.dir, s.PID) {
+				if e.Event == "notification" && e.Method == "notifications/roots/list_changed" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
