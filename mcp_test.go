@@ -391,7 +391,7 @@ func TestResourcesPromptsAndCompletionsPassThroughWithPrefixes(t *testing.T) {
 			t.Errorf("capabilities (-want +got):\n%s", diff)
 		}
 
-		if diff := cmp.Diff([]string{"bp+fake://b/counter", "bp+fake://b/hello", "fake://a/counter", "fake://a/hello"},
+		if diff := cmp.Diff([]string{"bp+fake://b/counter", "bp+fake://b/hello", statusURI, "fake://a/counter", "fake://a/hello"},
 			p.listAll("resources/list", "resources", "uri")); diff != "" {
 			t.Errorf("resources (-want +got):\n%s", diff)
 		}
@@ -464,7 +464,7 @@ func TestCollidingResourcesAndPromptsAreQualifiedByServer(t *testing.T) {
 		"b": {"command":"FAKE","args":["-state","STATE","-name","x","-capabilities","tools,resources,prompts"]}
 	}}`)
 	p := newHTTPPeer(t, tg.url, `{}`)
-	if diff := cmp.Diff([]string{"a+fake://x/counter", "a+fake://x/hello", "b+fake://x/counter", "b+fake://x/hello"},
+	if diff := cmp.Diff([]string{"a+fake://x/counter", "a+fake://x/hello", "b+fake://x/counter", "b+fake://x/hello", statusURI},
 		p.listAll("resources/list", "resources", "uri")); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}

@@ -135,7 +135,8 @@ func (o *offer) resolveURI(ctx context.Context, uri string) (*backend, string) {
 // unknown says an item is unknown and, since it may belong to a server that
 // never listed its items and is not ready, why that server is down, in one
 // short line (health.downLine): the server whose prefix the name has, or
-// else each such server's name and state only.
+// the one such server; when there are several, each one's name and state
+// only.
 func (o *offer) unknown(k kind, name string) string {
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	if k == kindTemplate {
@@ -152,14 +153,22 @@ func (o *offer) unknown(k kind, name string) string {
 		}
 	}
 	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
-	var down []string
+	var down []health
 	for _, b := range backends {
 		if h := b.health(); h.State != stateReady && h.State != stateIdle && len(b.items(k)) == 0 {
-			down = append(down, fmt.Sprintf("%q (%s)", b.name, h.State))
+			down = append(down, h)
 		}
 	}
-	if len(down) > 0 {
-		msg += fmt.Sprintf("; these servers, whose %ss are not known, are down: %s; see the resource %s", what, strings.Join(down, ", "), statusURI)
+	switch len(down) {
+	case 0:
+	case 1:
+		msg += fmt.Sprintf("; a server whose %ss are not known is down: %s", what, down[0].downLine(time.Now()))
+	default:
+		var names []string
+		for _, h := range down {
+			names = append(names, fmt.Sprintf("%q (%s)", h.Name, h.State))
+		}
+		msg += fmt.Sprintf("; these servers, whose %ss are not known, are down: %s; see the resource %s", what, strings.Join(names, ", "), statusURI)
 	}
 	return msg
 }

@@ -165,3 +165,25 @@ func TestServerRequestWithNoCallInFlightReachesTheOneStdioSession(t *testing.T) 
 		return false
 	})
 }
+
+func TestStatusListenServesTheStatusPageBesideStdio(t *testing.T) {
+	t.Parallel()
+	c := startCorral(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`,
+		"-stdio", "-status-listen", "127.0.0.1:0")
+	url := c.waitLog(`serving the status page.* url=(\S+)`)[1]
+	resp, page := getPage(t, "GET", url, "Accept", "*/*") // no browser needed on this port
+	if resp.StatusCode != 200 || !strings.Contains(page, `data-server="a"`) || !strings.Contains(page, stdioEndpoint) {
+		t.Errorf("GET %s = %d, want the status page with server a, saying MCP is on stdin and stdout:\n%s", url, resp.StatusCode, page)
+	}
+	if resp, body := getPage(t, "POST", url+"mcp", "Accept", "application/json"); resp.StatusCode != 404 || !strings.Contains(body, "status page at / and /healthz only") {
+		t.Errorf("POST %smcp = %d %q, want 404: this port serves no MCP", url, resp.StatusCode, body)
+	}
+	if resp, _ := getPage(t, "GET", url+"healthz"); resp.StatusCode != 200 && resp.StatusCode != 503 {
+		t.Errorf("GET %shealthz = %d, want the health report", url, resp.StatusCode)
+	}
+	c.stdin.Close()
+	if code := c.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("corral exited with %d after stdin closed, want 0", code)
+	}
+	requireGone(t, c.dir)
+}
