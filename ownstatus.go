@@ -152,9 +152,10 @@ func (n *serverNotices) readStatus(v *view) json.RawMessage {
 	return res
 }
 
-// isStatusRead reports whether params, those of a resources/read, name
+// namesStatusURI reports whether params, those of a resources/read or
+// resources/subscribe, name
 // corral://status.
-func isStatusRead(params json.RawMessage) bool {
+func namesStatusURI(params json.RawMessage) bool {
 	if !bytes.Contains(params, []byte(statusURI)) {
 		return false
 	}

@@ -54,6 +54,9 @@ func TestStdioClientHearsOfACrashReadsCorralStatusAndHearsOfTheServerBack(t *tes
 	if got := p.listAll("resources/list", "resources", "uri"); len(got) == 0 || got[0] != statusURI {
 		t.Errorf("resources/list = %v, want corral://status among them, first", got)
 	}
+	if m, _ := p.call("resources/subscribe", `{"uri":"corral://status"}`); m.Error == nil || m.Error.Code != codeInvalidParams {
+		t.Errorf("resources/subscribe of corral://status = %+v, want %d", m, codeInvalidParams)
+	}
 	if st, _ := readStatus(t, p); len(st.Servers) != 1 || st.Servers[0].State != stateReady || st.Servers[0].PID == 0 {
 		t.Errorf("corral://status while ready = %+v, want server a ready with its PID", st.Servers)
 	}

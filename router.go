@@ -107,7 +107,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			result = withStatusItem(page, msg.Params) // corral's own, which every view sees
 		}
 	case opForward:
-		if msg.Method == "resources/read" && isStatusRead(msg.Params) {
+		if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
 			return in.rules.result(msg.ID, g.notices.readStatus(s.who.view), false)
 		}
 		b, params, token, werr := g.route(ctx, s.who.view, msg)
@@ -136,6 +136,10 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opTaskList:
 		result, err = g.tasks.list(ctx, s, msg.Params)
 	case opSubscribe:
+		if namesStatusURI(msg.Params) {
+			err = &wireError{Code: codeInvalidParams, Message: "resources/subscribe: " + statusURI + " takes no subscription; corral's log messages (logger \"corral\") say when a server goes down or comes back"}
+			break
+		}
 		result, err = g.subs.subscribe(ctx, s, msg.Params)
 	case opUnsubscribe:
 		result, err = g.subs.unsubscribe(ctx, s, msg.Params)
