@@ -153,8 +153,7 @@ func (n *serverNotices) readStatus(v *view) json.RawMessage {
 }
 
 // namesStatusURI reports whether params, those of a resources/read or
-// resources/subscribe, name
-// corral://status.
+// resources/subscribe, name corral://status.
 func namesStatusURI(params json.RawMessage) bool {
 	if !bytes.Contains(params, []byte(statusURI)) {
 		return false
