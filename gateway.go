@@ -36,7 +36,7 @@ import (
 // fields, never while another lock is taken, a session is sent a message
 // or a server is called: g.mu, callingSessions.mu, lazyState.mu,
 // catalog.mu, scopedServers.mu, subscriptions.mu, parkedExchanges.mu,
-// taskTable.mu and registry.mu. No lock of the gateway's is taken while a
+// heldRequests.mu, serverNotices.mu, taskTable.mu and registry.mu. No lock of the gateway's is taken while a
 // backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config

@@ -180,8 +180,6 @@ func (b *backend) run() {
 				why += "; its last stderr line: " + last
 			}
 		}
-		b.mu.Unlock()
-		b.mu.Lock()
 		b.retryAt = now.Add(wait) // of a restart, or of a retry after failedRetry
 		b.mu.Unlock()
 		if failing {
@@ -889,7 +887,11 @@ func (b *backend) health() health {
 	case stateIdle: // well, not an error: a request starts it
 	case stateFailed, stateBackoff:
 		h.Error = b.lastErr
-		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+		// In backoff, until run has set when the restart comes, retryAt is
+		// a past one's.
+		if b.state == stateFailed || b.retryAt.After(time.Now()) {
+			h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+		}
 	default:
 		h.Error = b.lastErr
 	}
