@@ -53,7 +53,14 @@ func (sc *backendScope) reportScope(h *health, state backendState) {
 // corral://status show.
 func (h health) downLine(now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server %q is %s", h.Name, h.State)
+	switch h.State {
+	case stateFailed:
+		fmt.Fprintf(&b, "server %q has failed", h.Name)
+	case stateBackoff:
+		fmt.Fprintf(&b, "server %q is down, waiting to restart", h.Name)
+	default:
+		fmt.Fprintf(&b, "server %q is %s", h.Name, h.State)
+	}
 	cause, _, _ := strings.Cut(h.Error, "; ")
 	if cause != "" {
 		b.WriteString(": " + shortLine(cause, downCauseRunes))

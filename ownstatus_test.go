@@ -103,7 +103,7 @@ func TestDownServerCallAnswersOneShortLine(t *testing.T) {
 		t.Fatalf("a call to a failed server's tool answered %s, want an error", m.Result)
 	}
 	msg := m.Error.Message
-	if !strings.Contains(msg, `server "b" is failed`) || !strings.Contains(msg, "tries it again at") || strings.Contains(msg, `server "c"`) ||
+	if !strings.Contains(msg, `server "b" has failed`) || !strings.Contains(msg, "tries it again at") || strings.Contains(msg, `server "c"`) ||
 		strings.Contains(msg, "\n") || len(msg) > 600 {
 		t.Errorf("error of a call to a failed server's tool (%d bytes) = %q, want one short line naming server b, its state and its retry, and not c", len(msg), msg)
 	}
@@ -112,7 +112,7 @@ func TestDownServerCallAnswersOneShortLine(t *testing.T) {
 	for range 2 {
 		level, _, data := nextLog(t, p)
 		for _, name := range []string{"b", "c"} {
-			if strings.HasPrefix(data, `server "`+name+`" is failed`) {
+			if strings.HasPrefix(data, `server "`+name+`" has failed`) {
 				seen[name] = level
 			}
 		}
