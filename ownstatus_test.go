@@ -124,9 +124,23 @@ func TestDownServerCallAnswersOneShortLine(t *testing.T) {
 
 func TestServerRequestWithNoCallInFlightReachesTheOneStdioSession(t *testing.T) {
 	t.Parallel()
-	tg := startGatewayNoWait(t, `{"mcpServers":{
+	tg := startGateway(t, `{"mcpServers":{
 		"fs": {"command":"FAKE","args":["-state","STATE","-name","fs","-roots-at-start"]}
-	}}`, func(g *Gateway) { g.serverRequests.holdForClient = true })
+	}}`, func(g *Gateway) { g.serverRequests.holdForClient = true }) // as -stdio sets it
+	// event returns the reason of the server's first event named name, or "".
+	event := func(name, method string) string {
+		for _, s := range fakeProcesses(t, tg.dir) {
+			for _, e := range fakeEvents(t, tg.dir, s.PID) {
+				if e.Event == name && e.Method == method {
+					return e.Reason + "."
+				}
+			}
+		}
+		return ""
+	}
+	// The server asks for roots as soon as it is ready, before the client
+	// has connected: corral holds the request for it.
+	waitFor(t, 10*time.Second, "the server to ask for roots at its start", func() bool { return event("server-request", "roots/list") != "" })
 	answered := make(chan struct{}, 10)
 	p := newStdioPeerAnswering(t, tg.gw, fullCaps, func(method string, _ json.RawMessage) (any, *wireError) {
 		if method != "roots/list" {
@@ -140,32 +154,25 @@ func TestServerRequestWithNoCallInFlightReachesTheOneStdioSession(t *testing.T) 
 	case <-time.After(30 * time.Second):
 		t.Fatal("the server's roots/list at its start never reached the stdio client")
 	}
-	rootsEvent := func() string {
-		for _, s := range fakeProcesses(t, tg.dir) {
-			for _, e := range fakeEvents(t, tg.dir, s.PID) {
-				if e.Event == "roots-at-start" {
-					return e.Reason
-				}
-			}
-		}
-		return ""
+	waitFor(t, 10*time.Second, "the server to record the client's roots", func() bool { return event("roots-at-start", "") != "" })
+	if got := event("roots-at-start", ""); !strings.Contains(got, "file:///workspace") {
+		t.Errorf("the server got %q at its start, want the client's roots", got)
 	}
-	waitFor(t, 10*time.Second, "the server to record the client's roots", func() bool { return rootsEvent() != "" })
-	if got := rootsEvent(); !strings.Contains(got, "file:///workspace") {
-		t.Errorf("the server got %q, want the client's roots", got)
+
+	// Once the client is there, a request with no call in flight goes to
+	// it at once.
+	if m, _ := p.call("tools/call", `{"name":"roots_later","arguments":{"delay_ms":50}}`); text(t, m) != "asking later" {
+		t.Fatalf("roots_later = %q", text(t, m))
+	}
+	waitFor(t, 10*time.Second, "the server to record the roots it asked for later", func() bool { return event("roots-later", "") != "" })
+	if got := event("roots-later", ""); !strings.Contains(got, "file:///workspace") {
+		t.Errorf("the server got %q with no call in flight, want the client's roots", got)
 	}
 
 	// The client's roots change: the server hears of it.
 	p.send(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
 	waitFor(t, 10*time.Second, "the server to hear roots/list_changed", func() bool {
-		for _, s := range fakeProcesses(t, tg.dir) {
-			for _, e := range fakeEvents(t, tg.dir, s.PID) {
-				if e.Event == "notification" && e.Method == "notifications/roots/list_changed" {
-					return true
-				}
-			}
-		}
-		return false
+		return event("notification", "notifications/roots/list_changed") != ""
 	})
 }
 
