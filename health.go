@@ -62,6 +62,7 @@ func (h health) downLine(now time.Time) string {
 		fmt.Fprintf(&b, "server %q is %s", h.Name, h.State)
 	}
 	cause, _, _ := strings.Cut(h.Error, "; ")
+	cause = strings.Replace(cause, fmt.Sprintf("server %q ", h.Name), "", 1) // named already
 	if cause != "" {
 		b.WriteString(": " + shortLine(cause, downCauseRunes))
 	}
