@@ -188,13 +188,13 @@ func (sr *serverRequests) toSole(b *backend, m *mux, msg *wireMsg) bool {
 		sr.passRequest(b, m, msg, soleRelated(s))
 		return true
 	case n <= 1 && sr.holdForClient:
-		timeout := sr.config().requestTimeout(b.cfg)
-		sr.held.hold(b, m, msg, timeout, func() {
+		cfg := sr.config()
+		timeout := cfg.requestTimeout(b.cfg)
+		return sr.held.hold(b, m, msg, timeout, cfg.MaxServerRequestsPerSession, func() {
 			why := fmt.Sprintf("the client was not ready within %s (requestTimeout) to be asked", timeout)
 			m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: codeTimeout, Message: why}))
 			m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
 		})
-		return true
 	}
 	return false
 }
@@ -257,14 +257,19 @@ type heldRequest struct {
 }
 
 // hold keeps msg, a request of b's over m, until takeAll, or until timeout,
-// when it is forgotten and expire is called. Once stop was called, expire
-// is called at once.
-func (hr *heldRequests) hold(b *backend, m *mux, msg *wireMsg, timeout time.Duration, expire func()) {
+// when it is forgotten and expire is called, and reports true; unless max
+// requests are held already: then it reports false, and keeps nothing.
+// Once stop was called, expire is called at once.
+func (hr *heldRequests) hold(b *backend, m *mux, msg *wireMsg, timeout time.Duration, max int, expire func()) bool {
 	hr.mu.Lock()
-	defer hr.mu.Unlock()
 	if hr.closed {
+		hr.mu.Unlock()
 		expire()
-		return
+		return true
+	}
+	defer hr.mu.Unlock()
+	if len(hr.held) >= max {
+		return false
 	}
 	h := &heldRequest{b: b, m: m, msg: msg}
 	h.timer = time.AfterFunc(timeout, func() {
@@ -273,6 +278,7 @@ func (hr *heldRequests) hold(b *backend, m *mux, msg *wireMsg, timeout time.Dura
 		}
 	})
 	hr.held = append(hr.held, h)
+	return true
 }
 
 // forget removes h, and reports whether it was still held.
