@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,39 @@ func TestStatusListenServesTheStatusPageBesideStdio(t *testing.T) {
 		t.Errorf("corral exited with %d after stdin closed, want 0", code)
 	}
 	requireGone(t, c.dir)
+}
+
+func TestCorralsLogMessagesGoToSessionsThatAskedForTheirLevelOrNeverSetOne(t *testing.T) {
+	t.Parallel()
+	ss := newSessionSet(nil, t.Context(), sessionHooks{})
+	mk := func(version, level string) *session {
+		s := ss.newSession(func([]byte) {}, stdioPrincipal)
+		s.initialized, s.protocolVersion, s.logLevel = true, version, level
+		return s
+	}
+	never, debug, errorOnly := mk("2025-11-25", ""), mk("2025-06-18", "debug"), mk("2025-11-25", "error")
+	listening := mk("", "") // a 2026-07-28 client's: it asks per request
+	ended := mk("2025-11-25", "")
+	ended.end() // still in the set, as between its end and its removal
+	for _, tc := range []struct {
+		level string
+		want  []*session
+	}{
+		{"notice", []*session{never, debug}},
+		{"warning", []*session{never, debug}},
+		{"error", []*session{never, debug, errorOnly}},
+	} {
+		got := ss.hearingCorral(slices.Index(logLevels, tc.level))
+		if len(got) != len(tc.want) {
+			t.Errorf("hearingCorral(%s) = %d sessions, want %d", tc.level, len(got), len(tc.want))
+		}
+		for _, s := range tc.want {
+			if !slices.Contains(got, s) {
+				t.Errorf("hearingCorral(%s) leaves out a session with level %q", tc.level, s.logLevel)
+			}
+		}
+		if slices.Contains(got, listening) {
+			t.Errorf("hearingCorral(%s) includes a 2026-07-28 client's session", tc.level)
+		}
+	}
 }
