@@ -121,7 +121,7 @@ var aliceFrontEnds = []clientFrontEnd{
 		}
 	}},
 	{name: "-stdio -profile", open: func(t *testing.T, tg *testGateway) func(string, string) *wireMsg {
-		p := newStdioPeerAs(t, tg.gw, profilePrincipal(stdioPrincipal, "openOnly"), `{}`)
+		p := newStdioPeerAs(t, tg.gw, profilePrincipal(stdioPrincipal, "openOnly"), `{}`, nil)
 		return func(method, params string) *wireMsg {
 			m, _ := p.call(method, params)
 			return m

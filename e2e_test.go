@@ -336,6 +336,8 @@ func TestExitCodes(t *testing.T) {
 		{"a misspelt field is a config error", `{"mcpServers": {"a": {"comand": "x"}}}`, nil, 2, `did you mean "command"`},
 		{"a taken port cannot be served", `{"listen":"` + busy.Addr().String() + `","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, nil, 1, "address already in use"},
 		{"an unknown flag is a usage error", `{}`, []string{"-nope"}, 2, "flag provided but not defined"},
+		{"-status-listen without -stdio is a usage error", `{}`, []string{"-status-listen", "127.0.0.1:0"}, 2, "-status-listen is for -stdio"},
+		{"-status-listen beyond loopback is refused", `{"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-stdio", "-status-listen", "0.0.0.0:0"}, 2, "not a loopback address"},
 		{"a -listen port over 65535 is a usage error", `{"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-listen", "127.0.0.1:99999"}, 2, "-listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
 		{"a listen port over 65535 is a config error", `{"listen":"127.0.0.1:99999","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-check"}, 2, "listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
 		{"-profile without -stdio is a usage error", `{"profiles":{"p":{"servers":{"a":{}}}},"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-profile", "p"}, 2, "-profile needs -stdio"},

@@ -36,7 +36,7 @@ import (
 // fields, never while another lock is taken, a session is sent a message
 // or a server is called: g.mu, callingSessions.mu, lazyState.mu,
 // catalog.mu, scopedServers.mu, subscriptions.mu, parkedExchanges.mu,
-// taskTable.mu and registry.mu. No lock of the gateway's is taken while a
+// heldRequests.mu, serverNotices.mu, taskTable.mu and registry.mu. No lock of the gateway's is taken while a
 // backend's mu is held.
 type Gateway struct {
 	cfg      *Config // replaced by Reload; read it with config
@@ -92,6 +92,7 @@ type Gateway struct {
 	scopes         *scopedServers  // the session-scoped servers' processes (scope.go)
 	events         *gatewayEvents  // what the shared servers' backends report to
 	offer          *offer          // what clients are offered: lists, items, capabilities (offer.go)
+	notices        *serverNotices  // what clients hear of servers going down and coming back, and corral://status (ownstatus.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
 	// borrows only while a line or a burst of lines needs one (lineReader).
@@ -145,11 +146,14 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 		viewOf: g.viewOf, backends: g.backendList, scopedLogLevels: g.scopes.applyLogLevels,
 		endScoped: g.scopes.end, unsubscribeAll: g.subs.unsubscribeAll, forgetTasks: g.tasks.forgetSession,
 	})
+	g.serverRequests.sole = g.sessions.sole
+	g.serverRequests.seesServer = func(s *session, server string) bool { return g.sessions.viewOf(s.who).seesServer(server) }
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
 	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
+	g.notices = newServerNotices(g.sessions, g.status.status, func(v *view) func(string) bool { return visibleServers(g.currentCatalog(), v) })
 	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
 	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
-	*g.events = gatewayEvents{changed: g.backendChanged, sessions: g.sessions, subs: g.subs, tasks: g.tasks, requests: g.serverRequests}
+	*g.events = gatewayEvents{changed: g.backendChanged, sessions: g.sessions, subs: g.subs, tasks: g.tasks, requests: g.serverRequests, notices: g.notices}
 	warnNoCacheDir(cfg, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
@@ -719,8 +723,34 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 		}
 		s.cancelRequest(string(p.RequestID))
 	case opAcknowledged:
+		// The client is ready: it hears of the servers that are down,
+		// which may have failed before it came, and is asked what servers
+		// asked of it before (serverRequests.toSole).
+		s.acknowledge()
+		g.notices.tellDown(s)
+		g.serverRequests.sessionReady(s)
+	case opRootsChanged:
+		g.rootsChanged(s, msg)
 	default:
 		g.log.Debug("notification from client ignored", "method", msg.Method)
+	}
+}
+
+// rootsChanged passes a client's notifications/roots/list_changed to every
+// shared server that is running and that s's view shows, when s is the
+// gateway's one session: the
+// servers ask that session for roots (serverRequests.toSole), so its roots
+// are theirs. With more sessions, whose roots differ, it is not passed on.
+func (g *Gateway) rootsChanged(s *session, msg *wireMsg) {
+	if one, _, n := g.sessions.sole(); one != s {
+		g.log.Debug("roots/list_changed of one of several sessions not passed on", "sessions", n)
+		return
+	}
+	v := g.sessions.viewOf(s.who)
+	for _, b := range g.backendList() {
+		if m := b.currentRun(); m != nil && b.scope == nil && !m.modern.Load() && v.seesServer(b.name) {
+			m.notifyNow(msg.Method, nil)
+		}
 	}
 }
 
@@ -807,11 +837,18 @@ type gatewayEvents struct {
 	subs     *subscriptions
 	tasks    *taskTable
 	requests *serverRequests
+	notices  *serverNotices
 }
 
 var _ backendEvents = (*gatewayEvents)(nil)
 
 func (e *gatewayEvents) backendChanged() { e.changed() }
+
+// stateChanged tells the sessions of a server that went down or came back
+// (serverNotices.stateChanged).
+func (e *gatewayEvents) stateChanged(b *backend, from, to backendState, why string) {
+	e.notices.stateChanged(b, from, to, why)
+}
 
 // backendReady brings a server that just became ready up to date with the
 // sessions: their log level and their subscriptions to its resources.

@@ -1,5 +1,12 @@
 package main
 
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
 // health is what /healthz reports of a backend.
 type health struct {
 	Name     string       `json:"name"`
@@ -36,4 +43,54 @@ func (sc *backendScope) reportScope(h *health, state backendState) {
 	if state == stateStopped && sc.listed.Load() {
 		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
 	}
+}
+
+// downLine says in one short line why a call cannot reach the server of h,
+// which is not ready: its name, its state, the cause (the first clause of
+// its error, and its last stderr line, each cut short) and when corral
+// tries it again, at the time of now. It is what a client's model reads
+// instead of the server's whole error, which the status page, /healthz and
+// corral://status show.
+func (h health) downLine(now time.Time) string {
+	var b strings.Builder
+	switch h.State {
+	case stateFailed:
+		fmt.Fprintf(&b, "server %q has failed", h.Name)
+	case stateBackoff:
+		fmt.Fprintf(&b, "server %q is down, waiting to restart", h.Name)
+	default:
+		fmt.Fprintf(&b, "server %q is %s", h.Name, h.State)
+	}
+	cause, _, _ := strings.Cut(h.Error, "; ")
+	cause = strings.Replace(cause, fmt.Sprintf("server %q ", h.Name), "", 1) // named already
+	if cause != "" {
+		b.WriteString(": " + shortLine(cause, downCauseRunes))
+	}
+	if n := len(h.Stderr); n > 0 && h.Stderr[n-1] != "" && !strings.Contains(cause, h.Stderr[n-1]) {
+		fmt.Fprintf(&b, ", its last stderr line: %s", shortLine(h.Stderr[n-1], downCauseRunes))
+	}
+	if t, err := time.Parse(time.RFC3339, h.RetryAt); err == nil {
+		verb := "tries it again"
+		if h.State == stateBackoff {
+			verb = "restarts it"
+		}
+		fmt.Fprintf(&b, "; corral %s at %s", verb, t.UTC().Format("15:04:05 UTC"))
+		if d := t.Sub(now).Round(time.Second); d > 0 {
+			fmt.Fprintf(&b, " (in %s)", d)
+		}
+	}
+	return b.String()
+}
+
+// downCauseRunes bounds each part of a downLine.
+const downCauseRunes = 160
+
+// shortLine returns s, valid UTF-8, cut to at most n runes, the last of
+// them "…" when it was longer.
+func shortLine(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
 }

@@ -95,7 +95,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wantsStatusPage(r) { // a browser at /: the page checks the token itself
-		h.serveStatusPage(w, r)
+		h.serveStatusPage(w, r, endpointURL(r))
 		return
 	}
 	if !h.authorized(r) {
@@ -136,7 +136,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeMetrics(w, h.gw, h)
 		return
 	default:
-		http.NotFound(w, r)
+		serveNotFound(w, r, endpointURL(r))
 		return
 	}
 	if refuseModernGetDelete(w, r) {

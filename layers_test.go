@@ -74,6 +74,7 @@ var layerTable = []layer{
 	{"gateway", "wiring, start, stop, reload and health; sessions; routing over the catalog", []string{
 		"gateway.go: Gateway: wiring, Start, Stop, Reload",
 		"status.go: the snapshot the status page reads",
+		"ownstatus.go: what clients hear of servers going down and coming back, and corral://status",
 		"containment.go: what corral says of its servers' containment",
 		"principal.go: who sent a request, and the view of the catalog they see",
 		"session.go: one client's conversation",

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	corral -config FILE [-listen ADDR] [-stdio] [-log-format text|json] [-log-level LEVEL]
+//	corral -config FILE [-listen ADDR] [-stdio [-status-listen ADDR]] [-log-format text|json] [-log-level LEVEL]
 //	corral -check -config FILE
 //	corral -client-config CLIENT -config FILE
 //
@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -63,6 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // goroutine.
 type invocation struct {
 	configPath, listen, logFormat, logLevel string
+	statusListen                            string // -status-listen: the status page's address beside -stdio
 	stdio, showVersion, check, allowRemote  bool
 	clientName                              string // -client-config
 	profile                                 string // -profile: with -stdio, the profile served
@@ -86,6 +88,7 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.StringVar(&inv.listen, "listen", "", "serve Streamable HTTP on `addr`, overriding the config's listen")
 	fs.BoolVar(&inv.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
 	fs.StringVar(&inv.profile, "profile", "", "with -stdio, serve only what the config's profile `name` shows")
+	fs.StringVar(&inv.statusListen, "status-listen", "", "with -stdio, also serve the status page and /healthz at http://`addr`/, a loopback address (127.0.0.1:0 picks a free port; the URL is logged)")
 	fs.BoolVar(&inv.showVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&inv.check, "check", false, "check the config: print it resolved, secrets masked, or every error in it; then exit")
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
@@ -124,6 +127,16 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	if inv.listen != "" {
 		if err := checkListen(inv.listen); err != nil {
 			fmt.Fprintf(inv.stderr, "corral: -listen: %v\n", err)
+			return 2, true
+		}
+	}
+	if inv.statusListen != "" {
+		if !inv.stdio {
+			fmt.Fprintf(inv.stderr, "corral: -status-listen is for -stdio; without it, the status page is served at / of the -listen address\n")
+			return 2, true
+		}
+		if err := checkListen(inv.statusListen); err != nil {
+			fmt.Fprintf(inv.stderr, "corral: -status-listen: %v\n", err)
 			return 2, true
 		}
 	}
@@ -314,8 +327,18 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	defer reaper.Close()
 	gw := NewGateway(cfg, log, reaper)
 	gw.logHealth = inv.stdio
+	// One client, which servers that ask for roots at their start wait for.
+	gw.serverRequests.holdForClient = inv.stdio
 	var ln net.Listener
 	loopback := false
+	if inv.statusListen != "" {
+		// Before any server starts, as the HTTP listener below.
+		var code int
+		if ln, code = inv.openStatusListener(); ln == nil {
+			return code
+		}
+		defer ln.Close() // if corral returns before serving it
+	}
 	if !inv.stdio {
 		// Listen before starting any server, so that a taken port fails fast
 		// and leaves nothing behind.
@@ -336,6 +359,10 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	defer func() { sh.stop(); <-reloadsDone }() // stop ends the reload loop on every return path
 
 	if inv.stdio {
+		if ln != nil {
+			stop := serveStatusOnly(ln, gw, cfg, log)
+			defer stop()
+		}
 		log.Info("serving MCP on stdin/stdout", "servers", len(gw.backendList()))
 		who := stdioPrincipal
 		if inv.profile != "" {
@@ -457,6 +484,42 @@ func (inv *invocation) openListener() (ln net.Listener, loopback bool, code int)
 		inv.log.Warn("listening on a non-loopback address with no bearer token: anyone who can reach it can call every tool", "addr", addr)
 	}
 	return ln, loopback, 0
+}
+
+// openStatusListener listens on -status-listen, which must be a loopback
+// address: the status page shows the servers' stderr. When it cannot listen,
+// or refuses, it returns a nil listener and corral's exit code.
+func (inv *invocation) openStatusListener() (net.Listener, int) {
+	ln, err := net.Listen("tcp", inv.statusListen)
+	if err != nil {
+		fmt.Fprintf(inv.stderr, "corral: -status-listen %s: %v\n", inv.statusListen, err)
+		return nil, 1
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		ln.Close()
+		fmt.Fprintf(inv.stderr, "corral: -status-listen %s: not a loopback address; the status page shows the servers' stderr, so corral serves it on a loopback address only, such as 127.0.0.1:0\n", inv.statusListen)
+		return nil, 2
+	}
+	return ln, 0
+}
+
+// serveStatusOnly serves the status page and /healthz of gw on ln (see
+// statusOnly) until the returned stop is called, which closes ln, ends the
+// requests being served and returns once the server has returned. It logs
+// the page's URL.
+func serveStatusOnly(ln net.Listener, gw *Gateway, cfg *Config, log *slog.Logger) (stop func()) {
+	srv := &http.Server{Handler: newStatusOnly(gw, log), ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	log.Info("serving the status page", "url", "http://"+ln.Addr().String()+"/")
+	return func() {
+		srv.Close()
+		<-done
+	}
 }
 
 // shownAddr returns the address a listener on addr, as configured, listens

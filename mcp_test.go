@@ -76,15 +76,22 @@ func newHTTPPeer(t testing.TB, url, caps string) *peer {
 // newStdioPeer serves a stdio session of gw to a new peer declaring caps.
 func newStdioPeer(t testing.TB, gw *Gateway, caps string) *peer {
 	t.Helper()
-	return newStdioPeerAs(t, gw, stdioPrincipal, caps)
+	return newStdioPeerAs(t, gw, stdioPrincipal, caps, nil)
 }
 
-// newStdioPeerAs is newStdioPeer whose session is who's (-stdio -profile).
-func newStdioPeerAs(t testing.TB, gw *Gateway, who principal, caps string) *peer {
+// newStdioPeerAnswering is newStdioPeer of a peer that answers the
+// servers' requests with answer from the start, before its handshake ends.
+func newStdioPeerAnswering(t testing.TB, gw *Gateway, caps string, answer func(method string, params json.RawMessage) (any, *wireError)) *peer {
+	return newStdioPeerAs(t, gw, stdioPrincipal, caps, answer)
+}
+
+// newStdioPeerAs is newStdioPeerAnswering whose session is who's (-stdio
+// -profile).
+func newStdioPeerAs(t testing.TB, gw *Gateway, who principal, caps string, answer func(method string, params json.RawMessage) (any, *wireError)) *peer {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}}
+	p := &peer{t: t, name: "stdio", in: inW, notes: make(chan *wireMsg, 1000), waiting: map[string]chan *wireMsg{}, answer: answer}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() {
@@ -390,7 +397,7 @@ func TestResourcesPromptsAndCompletionsPassThroughWithPrefixes(t *testing.T) {
 			t.Errorf("capabilities (-want +got):\n%s", diff)
 		}
 
-		if diff := cmp.Diff([]string{"bp+fake://b/counter", "bp+fake://b/hello", "fake://a/counter", "fake://a/hello"},
+		if diff := cmp.Diff([]string{"bp+fake://b/counter", "bp+fake://b/hello", statusURI, "fake://a/counter", "fake://a/hello"},
 			p.listAll("resources/list", "resources", "uri")); diff != "" {
 			t.Errorf("resources (-want +got):\n%s", diff)
 		}
@@ -463,7 +470,7 @@ func TestCollidingResourcesAndPromptsAreQualifiedByServer(t *testing.T) {
 		"b": {"command":"FAKE","args":["-state","STATE","-name","x","-capabilities","tools,resources,prompts"]}
 	}}`)
 	p := newHTTPPeer(t, tg.url, `{}`)
-	if diff := cmp.Diff([]string{"a+fake://x/counter", "a+fake://x/hello", "b+fake://x/counter", "b+fake://x/hello"},
+	if diff := cmp.Diff([]string{"a+fake://x/counter", "a+fake://x/hello", "b+fake://x/counter", "b+fake://x/hello", statusURI},
 		p.listAll("resources/list", "resources", "uri")); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}

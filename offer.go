@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // offer is what the gateway offers clients, read from the catalog and the
@@ -51,10 +52,11 @@ func (o *offer) instructions(v *view) string {
 }
 
 // capabilities returns what the gateway offers clients of view v: what any
-// of the servers v sees offers. Every list may change, as servers come and
+// of the servers v sees offers, and resources and logging always, for
+// corral's own (ownstatus.go). Every list may change, as servers come and
 // go.
 func (o *offer) capabilities(v *view) map[string]any {
-	caps := map[string]any{}
+	caps := map[string]any{"resources": map[string]bool{"listChanged": true}, "logging": struct{}{}}
 	listChanged := map[string]bool{"listChanged": true}
 	for _, b := range o.backends() {
 		if !v.seesServer(b.name) {
@@ -136,19 +138,47 @@ func (o *offer) resolveURI(ctx context.Context, v *view, uri string) (*backend, 
 }
 
 // unknown says an item is unknown to view v and, since it may belong to a
-// server that never listed its items, which of the servers v sees are not
-// ready: of a server outside v it says nothing.
+// server that never listed its items and is not ready, why that server is
+// down, in one short line (health.downLine): the server whose prefix the
+// name has, or the one such server; when there are several, each one's
+// name and state only. Of a server outside v it says nothing.
 func (o *offer) unknown(v *view, k kind, name string) string {
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	if k == kindTemplate {
 		what = "resource"
 	}
-	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
+	var backends []*backend
 	for _, b := range o.backends() {
-		h := b.health()
-		if h.State != stateReady && len(b.items(k)) == 0 && v.seesServer(b.name) {
-			msg += fmt.Sprintf(`; server %q, whose %ss are not known, is %s: %s`, b.name, what, h.State, h.Error)
+		if v.seesServer(b.name) {
+			backends = append(backends, b)
 		}
+	}
+	if p := namespace(backends, k, name); p != "" {
+		for _, b := range backends {
+			if b.cfg.Prefix == p && len(b.items(k)) == 0 {
+				if h := b.health(); h.State != stateReady && h.State != stateIdle {
+					return fmt.Sprintf("%s %q is unknown: %s", what, name, h.downLine(time.Now()))
+				}
+			}
+		}
+	}
+	msg := fmt.Sprintf("unknown %s %q; %s names the %ss there are", what, name, kinds[k].list, what)
+	var down []health
+	for _, b := range backends {
+		if h := b.health(); h.State != stateReady && h.State != stateIdle && len(b.items(k)) == 0 {
+			down = append(down, h)
+		}
+	}
+	switch len(down) {
+	case 0:
+	case 1:
+		msg += fmt.Sprintf("; a server whose %ss are not known is down: %s", what, down[0].downLine(time.Now()))
+	default:
+		var names []string
+		for _, h := range down {
+			names = append(names, fmt.Sprintf("%q (%s)", h.Name, h.State))
+		}
+		msg += fmt.Sprintf("; these servers, whose %ss are not known, are down: %s; see the resource %s", what, strings.Join(names, ", "), statusURI)
 	}
 	return msg
 }

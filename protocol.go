@@ -90,7 +90,8 @@ const (
 	opTaskList              // corral lists the session's tasks, each as its server has it now
 
 	opCancel       // a notification: corral cancels the client's request it names
-	opAcknowledged // a notification corral expects, with nothing to do
+	opAcknowledged // a notification: the client is ready (notifications/initialized)
+	opRootsChanged // a notification: the client's roots changed; passed to the servers that ask it for roots
 )
 
 // Routing members: the member of a request's params that names what it is
@@ -147,7 +148,8 @@ var methods = map[string]methodInfo{
 	"tasks/list":               {from: fromClient, op: opTaskList, eras: eraLegacy},
 
 	// Notifications from clients.
-	"notifications/initialized": {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},
+	"notifications/initialized":        {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},
+	"notifications/roots/list_changed": {from: fromClient, notification: true, op: opRootsChanged, eras: eraLegacy},
 
 	// Requests from servers, passed to a client that declared the capability.
 	"sampling/createMessage": {from: fromServer, eras: eraBoth, capability: "sampling"},

@@ -104,7 +104,13 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		result = g.offer.discover(ctx, v)
 	case opList:
 		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
+		if page, ok := result.(json.RawMessage); ok && err == nil && info.kind == kindResource {
+			result = withStatusItem(page, msg.Params) // corral's own, which every view sees
+		}
 	case opForward:
+		if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
+			return in.rules.result(msg.ID, g.notices.readStatus(v), false)
+		}
 		// Each way out writes the request's audit line (audit.go): here its
 		// outcome is known.
 		start := g.audit.clock()
@@ -140,6 +146,10 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opTaskList:
 		result, err = g.tasks.list(ctx, s, msg.Params)
 	case opSubscribe:
+		if namesStatusURI(msg.Params) {
+			err = &wireError{Code: codeInvalidParams, Message: "resources/subscribe: " + statusURI + " takes no subscription; corral's log messages (logger \"corral\") say when a server goes down or comes back"}
+			break
+		}
 		result, err = g.subs.subscribe(ctx, s, msg.Params)
 	case opUnsubscribe:
 		result, err = g.subs.unsubscribe(ctx, s, msg.Params)

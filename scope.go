@@ -418,6 +418,11 @@ var _ backendEvents = sessionEvents{}
 // the health the server's.
 func (se sessionEvents) backendChanged() {}
 
+// stateChanged does nothing: a session's process of a session-scoped
+// server is started for its session's calls, whose errors say what went
+// wrong; the server's catalog backend (its probe) reports to the gateway.
+func (se sessionEvents) stateChanged(*backend, backendState, backendState, string) {}
+
 // backendReady brings a new run up to date with the session: its log
 // level and its subscriptions to the server's resources.
 func (se sessionEvents) backendReady(b *backend, m *mux) {

@@ -46,6 +46,22 @@ type serverRequests struct {
 	clientRelatedTask func(b *backend, params json.RawMessage) json.RawMessage
 
 	parked *parkedExchanges // modern clients' calls waiting for their input
+
+	// sole returns the gateway's one session, when it has exactly one,
+	// and whether its client is ready for requests (sessionSet.sole). A
+	// server's request with no client call in flight goes to it. If nil,
+	// such a request is refused. Set once, before any server starts.
+	sole func() (s *session, ready bool, n int)
+	// seesServer reports whether session s's view shows server; nil: every
+	// view shows every server.
+	seesServer func(s *session, server string) bool
+	// holdForClient, set once before any server starts when corral
+	// serves one client (-stdio), makes a request with no call in flight
+	// that comes before that client is ready wait for it (held), within
+	// requestTimeout, rather than be refused: servers ask for roots as
+	// soon as they start, before the client has connected.
+	holdForClient bool
+	held          heldRequests
 }
 
 // newServerRequests returns the server requests of a gateway whose config
@@ -147,14 +163,169 @@ func (sr *serverRequests) serverRequest(b *backend, m *mux, msg *wireMsg) {
 		rel = r // the latest of the last session
 	}
 	switch {
+	case sessions == 0 && owner == nil && sr.toSole(b, m, msg):
+		return
 	case sessions == 0:
-		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and no client request is in flight to server %q", msg.Method, b.name)
+		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and no client request is in flight to server %q (and corral has %s)", msg.Method, b.name, sr.soleText())
 		return
 	case sessions > 1:
 		fail(codeInternalError, "corral passes %s to the client whose request the server is serving, and requests of %d clients are in flight to server %q, so it cannot tell which", msg.Method, sessions, b.name)
 		return
 	}
 	sr.passRequest(b, m, msg, rel)
+}
+
+// toSole passes msg, a request of server b's over m made with no client
+// call in flight, to the gateway's one session, and reports true, when
+// there is exactly one and its client is ready. When corral serves one
+// client (holdForClient) that is not ready yet, or has not connected, it
+// holds msg until it is (sessionReady), or until requestTimeout, and
+// reports true. Else it reports false: the caller refuses msg.
+func (sr *serverRequests) toSole(b *backend, m *mux, msg *wireMsg) bool {
+	if sr.sole == nil {
+		return false
+	}
+	s, ready, n := sr.sole()
+	switch {
+	case s != nil && sr.seesServer != nil && !sr.seesServer(s, b.name):
+		return false // a server the one client's view hides asks it nothing
+	case ready:
+		sr.passRequest(b, m, msg, soleRelated(s))
+		return true
+	case n <= 1 && sr.holdForClient:
+		cfg := sr.config()
+		timeout := cfg.requestTimeout(b.cfg)
+		return sr.held.hold(b, m, msg, timeout, cfg.MaxServerRequestsPerSession, func() {
+			why := fmt.Sprintf("the client was not ready within %s (requestTimeout) to be asked", timeout)
+			m.answer(msg.ID, errorReply(msg.ID, &wireError{Code: codeTimeout, Message: why}))
+			m.warn("refused a request of the server to a client", "method", msg.Method, "why", why)
+		})
+	}
+	return false
+}
+
+// soleText says how many sessions corral has, for a refusal.
+func (sr *serverRequests) soleText() string {
+	n := 0
+	if sr.sole != nil {
+		_, _, n = sr.sole()
+	}
+	switch n {
+	case 0:
+		return "no client session"
+	case 1:
+		return "one client session, not ready yet"
+	}
+	return fmt.Sprintf("%d client sessions, so it cannot tell which to ask", n)
+}
+
+// soleRelated returns where a request of a server's to session s goes
+// when it is about none of s's calls: s's own stream.
+func soleRelated(s *session) *related {
+	caps, _ := s.client()
+	rel := &related{s: s, caps: caps}
+	rel.setSend(s.send)
+	return rel
+}
+
+// sessionReady passes the requests held for the client (see toSole) to
+// session s, whose client has just become ready, if it is the one
+// session.
+func (sr *serverRequests) sessionReady(s *session) {
+	if sr.sole == nil {
+		return
+	}
+	if one, ready, _ := sr.sole(); one != s || !ready {
+		return
+	}
+	for _, h := range sr.held.takeAll() {
+		if sr.seesServer != nil && !sr.seesServer(s, h.b.name) {
+			why := "the client's view does not show this server, so corral does not ask it"
+			h.m.answer(h.msg.ID, errorReply(h.msg.ID, &wireError{Code: codeInternalError, Message: why}))
+			continue
+		}
+		sr.passRequest(h.b, h.m, h.msg, soleRelated(s))
+	}
+}
+
+// heldRequests are servers' requests waiting for corral's one client to be
+// ready (serverRequests.toSole). Its methods are safe for concurrent use.
+//
+// Lock order: mu is a leaf.
+type heldRequests struct {
+	mu     sync.Mutex
+	held   []*heldRequest
+	closed bool
+}
+
+// heldRequest is a server's request held, and the timer that refuses it.
+type heldRequest struct {
+	b     *backend
+	m     *mux
+	msg   *wireMsg
+	timer *time.Timer
+}
+
+// hold keeps msg, a request of b's over m, until takeAll, or until timeout,
+// when it is forgotten and expire is called, and reports true; unless max
+// requests are held already: then it reports false, and keeps nothing.
+// Once stop was called, expire is called at once.
+func (hr *heldRequests) hold(b *backend, m *mux, msg *wireMsg, timeout time.Duration, max int, expire func()) bool {
+	hr.mu.Lock()
+	if hr.closed {
+		hr.mu.Unlock()
+		expire()
+		return true
+	}
+	defer hr.mu.Unlock()
+	if len(hr.held) >= max {
+		return false
+	}
+	h := &heldRequest{b: b, m: m, msg: msg}
+	h.timer = time.AfterFunc(timeout, func() {
+		if hr.forget(h) {
+			expire()
+		}
+	})
+	hr.held = append(hr.held, h)
+	return true
+}
+
+// forget removes h, and reports whether it was still held.
+func (hr *heldRequests) forget(h *heldRequest) bool {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	i := slices.Index(hr.held, h)
+	if i < 0 {
+		return false
+	}
+	hr.held = slices.Delete(hr.held, i, i+1)
+	return true
+}
+
+// takeAll returns the requests held, oldest first, their timers stopped,
+// and forgets them.
+func (hr *heldRequests) takeAll() []*heldRequest {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	all := hr.held
+	hr.held = nil
+	for _, h := range all {
+		h.timer.Stop()
+	}
+	return all
+}
+
+// stop forgets the requests held, their timers stopped, and makes hold
+// refuse at once from now on. It may be called twice.
+func (hr *heldRequests) stop() {
+	hr.mu.Lock()
+	defer hr.mu.Unlock()
+	hr.closed = true
+	for _, h := range hr.held {
+		h.timer.Stop()
+	}
+	hr.held = nil
 }
 
 // passRequest passes msg, a request of server b's over m, to the client of
@@ -303,7 +474,10 @@ func (sr *serverRequests) takeParked(state string) *exchange {
 // cancel those parked later. Gateway.Stop calls it once its servers are
 // stopped, so that the calls' goroutines end and can be joined. It may be
 // called twice.
-func (sr *serverRequests) stop() { sr.parked.stop() }
+func (sr *serverRequests) stop() {
+	sr.parked.stop()
+	sr.held.stop()
+}
 
 // parkedExchanges are modern clients' calls waiting for the client to send
 // the request again with its input, by requestState. Each is forgotten, and

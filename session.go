@@ -33,6 +33,7 @@ type session struct {
 
 	mu              sync.Mutex
 	initialized     bool // initialize was answered: notifications may follow
+	acknowledged    bool // the client sent notifications/initialized: requests may follow
 	protocolVersion string
 	clientCaps      capabilities                       // what the client declared in initialize
 	logLevel        string                             // set by logging/setLevel; "" if never
@@ -165,6 +166,14 @@ func (s *session) goneChan() <-chan struct{} {
 		}
 	}
 	return s.gone
+}
+
+// acknowledge records that the client sent notifications/initialized: it
+// is ready for requests of servers.
+func (s *session) acknowledge() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acknowledged = true
 }
 
 // hasEnded reports whether end was called.
@@ -380,6 +389,47 @@ func (ss *sessionSet) logging(level int) []*session {
 		s.mu.Unlock()
 	}
 	return to
+}
+
+// hearingCorral returns the sessions that hear corral's own log messages
+// of level (an index in logLevels): the legacy sessions whose initialize
+// was answered that asked for that level or a less severe one, or never
+// asked (the specification lets a server choose what to send then); none
+// once the set is closed.
+func (ss *sessionSet) hearingCorral(level int) []*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var to []*session
+	if ss.closed {
+		return to
+	}
+	for s := range ss.all {
+		s.mu.Lock()
+		want := slices.Index(logLevels, s.logLevel)
+		if s.initialized && s.protocolVersion != "" && !s.ended && want <= level {
+			to = append(to, s)
+		}
+		s.mu.Unlock()
+	}
+	return to
+}
+
+// sole returns the one session, if there is exactly one, with whether its
+// client is ready for requests (it sent notifications/initialized and the
+// session has not ended), and the number of sessions.
+func (ss *sessionSet) sole() (s *session, ready bool, n int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n = len(ss.all)
+	if n != 1 || ss.closed {
+		return nil, false, n
+	}
+	for s = range ss.all {
+	}
+	s.mu.Lock()
+	ready = s.acknowledged && !s.ended
+	s.mu.Unlock()
+	return s, ready, n
 }
 
 // wantedLogLevel returns the most verbose level a session asked for, or "".

@@ -7,10 +7,11 @@ import "time"
 
 // gatewayStatus is what the status page shows: the health of each server, as
 // /healthz reports it, with its recent tool calls, and the sessions open.
+// It is also corral://status (ownstatus.go), as JSON.
 type gatewayStatus struct {
-	Time     time.Time
-	Servers  []serverStatus
-	Sessions int
+	Time     time.Time      `json:"time"`
+	Servers  []serverStatus `json:"servers"`
+	Sessions int            `json:"sessions"`
 }
 
 // serverStatus is what the status page shows of one server.
@@ -18,13 +19,14 @@ type serverStatus struct {
 	health
 	// Recent counts the calls that ended, and those that failed, in each
 	// of the windows of recentWindows.
-	Recent [len(recentWindows)]recentCalls
+	Recent [len(recentWindows)]recentCalls `json:"recent"`
 }
 
 // recentCalls counts the tool calls that ended in the last Minutes minutes.
 type recentCalls struct {
-	Minutes        int
-	Calls, Errored int64
+	Minutes int   `json:"minutes"`
+	Calls   int64 `json:"calls"`
+	Errored int64 `json:"errored"`
 }
 
 // recentWindows are the windows, in minutes, over which the status page

@@ -11,12 +11,12 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // statusSource is what the status page reads of the gateway below it: a
@@ -64,7 +64,9 @@ func wantsStatusPage(r *http.Request) bool {
 // with each refresh, so that the token never goes in a URL. Basic is
 // accepted here only, on this read-only page, so that credentials a browser
 // sends by itself can never make a call.
-func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+//
+// endpoint says where an MCP client reaches corral: shown on the page.
+func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if !h.seesAll(r) && !h.basicAuthorized(r) { // a client whose profile hides servers does not see them here
 		w.Header().Set("WWW-Authenticate", `Basic realm="corral status page", charset="UTF-8"`)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -73,7 +75,7 @@ func (h *httpFrontEnd) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b bytes.Buffer
-	if err := writeStatusPage(&b, h.gw.status, time.Now()); err != nil {
+	if err := writeStatusPage(&b, h.gw.status, time.Now(), endpoint); err != nil {
 		h.log.Error("writing the status page", "err", err)
 		http.Error(w, "writing the status page failed; see corral's log", http.StatusInternalServerError)
 		return
@@ -97,20 +99,84 @@ func (h *httpFrontEnd) basicAuthorized(r *http.Request) bool {
 	return token != "" && ok && subtle.ConstantTimeCompare([]byte(password), []byte(token)) == 1
 }
 
-// writeStatusPage writes the status page of src, as it is at now, to b.
-func writeStatusPage(b *bytes.Buffer, src statusSource, now time.Time) error {
-	return statusTemplate.Execute(b, newStatusView(src.status(), now))
+// writeStatusPage writes the status page of src, as it is at now, to b,
+// saying that clients reach corral at endpoint.
+func writeStatusPage(b *bytes.Buffer, src statusSource, now time.Time, endpoint string) error {
+	v := newStatusView(src.status(), now)
+	v.Endpoint, v.EndpointIsURL = endpoint, strings.HasPrefix(endpoint, "http")
+	return statusTemplate.Execute(b, v)
+}
+
+// endpointURL returns the URL of /mcp as the client of r reached corral:
+// the one to give an MCP client.
+func endpointURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + mcpPath
+}
+
+// serveNotFound answers a request of a path corral does not serve with 404
+// and a line saying where what it serves is: endpoint is the MCP endpoint
+// as r reached it, or a sentence when there is none (-stdio).
+func serveNotFound(w http.ResponseWriter, r *http.Request, endpoint string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusNotFound)
+	if strings.HasPrefix(endpoint, "http") {
+		fmt.Fprintf(w, "404 page not found: %s is not served here. corral serves MCP at %s (Streamable HTTP; legacy HTTP+SSE clients: %s), the status page at / (open it in a browser), /healthz and /metrics.\n",
+			r.URL.Path, endpoint, strings.TrimSuffix(endpoint, mcpPath)+sseFrontPath)
+		return
+	}
+	fmt.Fprintf(w, "404 page not found: %s is not served here. This port serves corral's status page at / and /healthz only; %s.\n", r.URL.Path, endpoint)
+}
+
+// stdioEndpoint is what the status page says of the MCP endpoint of a
+// corral run with -stdio.
+const stdioEndpoint = "corral serves MCP on its stdin and stdout (-stdio), to the one client that started it"
+
+// statusOnly serves the status page (GET or HEAD of /, whatever the Accept
+// header) and /healthz, with the token, Host and Origin rules of the HTTP
+// front end, and nothing else: what -status-listen serves beside a -stdio
+// session. It is safe for concurrent use.
+type statusOnly struct{ h *httpFrontEnd }
+
+func (s statusOnly) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := s.h.checkOrigin(r); msg != "" {
+		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
+		return
+	}
+	switch {
+	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		s.h.serveStatusPage(w, r, stdioEndpoint)
+	case r.URL.Path == "/healthz" && !s.h.authorized(r):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
+	case r.URL.Path == "/healthz":
+		s.h.serveHealth(w, r)
+	default:
+		serveNotFound(w, r, stdioEndpoint)
+	}
+}
+
+// newStatusOnly returns what -status-listen serves of gw: see statusOnly.
+// The listener is on a loopback address, so Host headers are checked.
+func newStatusOnly(gw *Gateway, log *slog.Logger) http.Handler {
+	return statusOnly{h: newHTTPFrontEnd(gw, true, log)}
 }
 
 // statusView is what the page's template reads: the snapshot, put in words.
 type statusView struct {
-	Refresh  int // seconds
-	Time     string
-	Ready    int
-	Idle     int // not running until a request needs them
-	Sessions int
-	Servers  []serverView
-	Windows  []int // minutes
+	Endpoint      string // where an MCP client reaches corral: a URL, or a sentence
+	EndpointIsURL bool
+	Refresh       int // seconds
+	Time          string
+	Ready         int
+	Idle          int // not running until a request needs them
+	Sessions      int
+	Servers       []serverView
+	Windows       []int // minutes
 }
 
 // serverView is one server's row, and its details.
@@ -149,7 +215,7 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 			tail = tail[len(tail)-statusLines:]
 		}
 		for _, line := range tail {
-			sv.Stderr = append(sv.Stderr, cutLine(line, statusLineRunes))
+			sv.Stderr = append(sv.Stderr, shortLine(line, statusLineRunes))
 		}
 		v.Servers = append(v.Servers, sv)
 	}
@@ -168,17 +234,6 @@ func retryText(retryAt string, now time.Time) string {
 		return fmt.Sprintf("%s (in %s)", at, d)
 	}
 	return at + " (now)"
-}
-
-// cutLine returns s as valid UTF-8 of at most n runes, the last of them "…"
-// when s was longer.
-func cutLine(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // statusTemplate is the page. html/template escapes every value by its
@@ -214,6 +269,7 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 </head>
 <body>
 <h1>corral</h1>
+{{with .Endpoint}}<p class="endpoint">{{if $.EndpointIsURL}}MCP clients connect to <code>{{.}}</code> (Streamable HTTP){{else}}{{.}}{{end}}</p>{{end}}
 <p class="meta">{{.Ready}} of {{len .Servers}} servers ready{{if .Idle}}, {{.Idle}} idle{{end}} · <span id="sessions">{{.Sessions}}</span> sessions open · {{.Time}} · refreshes every {{.Refresh}} s</p>
 <table>
 <thead>

@@ -166,7 +166,7 @@ func TestStatusPageBoundsWhatItShowsOfStderr(t *testing.T) {
 	src := fakeStatus{Time: now, Sessions: 3, Servers: []serverStatus{{health: health{
 		Name: `a"><b>`, State: stateBackoff, Stderr: tail, Error: "<i>boom</i>"}}}}
 	var b bytes.Buffer
-	if err := writeStatusPage(&b, src, now); err != nil {
+	if err := writeStatusPage(&b, src, now, "http://127.0.0.1:8931/mcp"); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -291,7 +291,13 @@ func TestRootIsServedAsBeforeToAnythingButABrowser(t *testing.T) {
 			if resp.StatusCode != http.StatusNotFound {
 				t.Errorf("%s %s with Accept %q = %d, want 404 as before the page:\n%s", tc.method, tc.path, tc.accept, resp.StatusCode, body)
 			}
+			if !strings.Contains(body, "corral serves MCP at "+tg.url) {
+				t.Errorf("%s %s answered %q, want a line saying the MCP endpoint is %s", tc.method, tc.path, body, tg.url)
+			}
 		})
+	}
+	if _, page := getPage(t, "GET", base+"/", "Accept", browserAccept); !strings.Contains(page, "MCP clients connect to <code>"+tg.url+"</code>") {
+		t.Errorf("the status page does not show the URL a client should use, %s:\n%s", tg.url, page)
 	}
 }
 

@@ -50,6 +50,10 @@ type backendEvents interface {
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
 	subscribedURIs(server string) []string
+	// stateChanged is called at each change of the backend's state that
+	// is logged, from the state the last logged change left, with its
+	// reason; it must not block.
+	stateChanged(b *backend, from, to backendState, why string)
 }
 
 // backend runs one configured server, restarts it when it exits, and serves
@@ -185,15 +189,13 @@ func (b *backend) run() {
 				why += "; its last stderr line: " + last
 			}
 		}
+		b.retryAt = now.Add(wait) // of a restart, or of a retry after failedRetry
 		b.mu.Unlock()
 		if failing || readyFor > 0 {
 			logged = ""
 			b.quiet.Store(false)
 		}
 		if failing {
-			b.mu.Lock()
-			b.retryAt = now.Add(wait)
-			b.mu.Unlock()
 			msg := fmt.Sprintf("%s; corral gave up after %s, and tries again at %s (failedRetry)",
 				why, policy.gaveUp, now.Add(wait).Format(time.TimeOnly))
 			b.log.Error("server is failing", "err", msg)
@@ -714,6 +716,7 @@ func (b *backend) changeState(s backendState, why string, log bool) {
 			level = b.quietLevel(level)
 		}
 		b.log.Log(context.Background(), level, "state", "from", prev, "to", s, "reason", why, "pid", pid)
+		b.gw.stateChanged(b, prev, s, why)
 	}
 	// The catalog is rebuilt before the first start is declared done, so
 	// that whoever waited for it sees this backend's tools.
@@ -751,7 +754,7 @@ func (b *backend) call(ctx context.Context, method string, params json.RawMessag
 				return nil, b.waitError(ctx, state, lastErr)
 			}
 		case stateFailed:
-			return nil, unavailable("server %q is failing: %s", b.name, lastErr)
+			return nil, unavailable("%s", b.health().downLine(time.Now()))
 		default:
 			return nil, unavailable("server %q is %s: %s", b.name, state, lastErr)
 		}
@@ -936,7 +939,9 @@ func (b *backend) health() health {
 	h := health{Name: b.name, State: b.state, Tools: len(b.up.items(kindTool)), Restarts: b.restarts, LastExit: b.lastExit}
 	h.Prompts, h.Resources, h.Templates = len(b.up.items(kindPrompt)), len(b.up.items(kindResource)), len(b.up.items(kindTemplate))
 	if b.proc != nil && b.state != stateIdle { // an idle server's last process is gone
-		h.PID = b.proc.pid
+		if !closed(b.proc.exited) { // else it is the PID of a process gone, perhaps reused
+			h.PID = b.proc.pid
+		}
 		if b.state != stateReady {
 			h.Stderr = b.proc.tail.all()
 		}
@@ -946,9 +951,13 @@ func (b *backend) health() health {
 		h.Uptime = time.Since(b.readyAt).Round(time.Second).String()
 		h.InFlight = b.mux.inFlight()
 	case stateIdle: // well, not an error: a request starts it
-	case stateFailed:
+	case stateFailed, stateBackoff:
 		h.Error = b.lastErr
-		h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+		// In backoff, until run has set when the restart comes, retryAt is
+		// a past one's.
+		if b.state == stateFailed || b.retryAt.After(time.Now()) {
+			h.RetryAt = b.retryAt.UTC().Format(time.RFC3339)
+		}
 	default:
 		h.Error = b.lastErr
 	}

@@ -18,7 +18,7 @@ import (
 // server: those its clients may have. A request that needs one goes to the
 // client whose call the server is serving, if that client declared it
 // (serverRequests.serverRequest).
-var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": struct{}{}}
+var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": map[string]bool{"listChanged": true}}
 
 // probeTimeout bounds the wait for the answer to server/discover; a legacy
 // server may not answer a request before initialize at all.

@@ -74,6 +74,11 @@
 //	-crash-after N
 //		Exit with code 5, without answering, when the Nth tools/call arrives
 //		(default 0: never).
+//	-roots-at-start
+//		When notifications/initialized arrives, ask the client for
+//		roots/list with no call in flight, as filesystem servers do, and
+//		record {"event":"roots-at-start","reason":WHAT}, WHAT as for
+//		roots_later.
 //	-stderr-at-start N
 //		Write N bytes of log lines to standard error at start.
 //	-grandchild MODE
@@ -510,6 +515,7 @@ type options struct {
 	crashInInitialize        bool
 	hangInitialize           bool
 	crashAfter               int
+	rootsAtStart             bool
 	stderrAtStart            int
 	grandchild               string
 	grandchildHoldsStdout    bool
@@ -550,6 +556,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.crashInInitialize, "crash-in-initialize", false, "exit with code 4 when initialize arrives")
 	fs.BoolVar(&o.hangInitialize, "hang-initialize", false, "never answer initialize")
 	fs.IntVar(&o.crashAfter, "crash-after", 0, "exit with code 5 when the `n`th tools/call arrives (0: never)")
+	fs.BoolVar(&o.rootsAtStart, "roots-at-start", false, "ask the client for roots/list when notifications/initialized arrives")
 	fs.IntVar(&o.stderrAtStart, "stderr-at-start", 0, "write this many `bytes` of log lines to stderr at start")
 	fs.StringVar(&o.grandchild, "grandchild", "", "spawn a sleeper at start: `mode` group, setsid, daemon or clearenv")
 	fs.BoolVar(&o.clearEnv, "clear-env", false, "internal: spawn descendants with an empty environment")

@@ -228,6 +228,10 @@ func (s *server) notified(m message) {
 		s.cancelled(m.Params)
 	case "notifications/roots/list_changed":
 		s.record(event{Event: "notification", Method: m.Method})
+	case "notifications/initialized":
+		if s.opts.rootsAtStart {
+			go s.askRoots("roots-at-start")
+		}
 	}
 }
 

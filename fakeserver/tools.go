@@ -508,15 +508,22 @@ func (s *server) rootsLater(c *call, args json.RawMessage) {
 	replyText(c, "asking later")
 	go func() {
 		time.Sleep(delay)
-		ctx, cancel := context.WithTimeout(context.Background(), clientTimeout+time.Second)
-		defer cancel()
-		result, failure, _ := s.ask(&call{s: s, ctx: ctx}, "roots/list", nil)
-		what := "roots: " + string(compact(result))
-		if failure != "" {
-			what = "roots failed: " + failure
-		}
-		s.record(event{Event: "roots-later", Reason: what})
+		s.askRoots("roots-later")
 	}()
+}
+
+// askRoots asks the client for roots/list outside any call and records
+// what came back as an event named name. It blocks until the answer, or
+// for at most clientTimeout.
+func (s *server) askRoots(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout+time.Second)
+	defer cancel()
+	result, failure, _ := s.ask(&call{s: s, ctx: ctx}, "roots/list", nil)
+	what := "roots: " + string(compact(result))
+	if failure != "" {
+		what = "roots failed: " + failure
+	}
+	s.record(event{Event: name, Reason: what})
 }
 
 func (s *server) roots(c *call, args json.RawMessage) {
