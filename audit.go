@@ -2,7 +2,7 @@ package main
 
 // The audit trail: one JSON line for each client request that reaches a
 // server or is refused for the client's view (Gateway.serve calls
-// auditCall where the request's outcome is known), and one for each change
+// auditTrail.call where the request's outcome is known), and one for each change
 // asked of the admin API. Each line is written whole with one write(2) to
 // a file opened O_APPEND, so a crash of corral loses at most the line
 // being written; nothing is buffered across lines. The file is rotated
@@ -34,6 +34,10 @@ import (
 // never while a line is built.
 type auditTrail struct {
 	log *slog.Logger
+	// withArguments reports whether server's calls are written with their
+	// arguments and results (Config.auditArguments of the config in
+	// force); nil: none are. Set once, before the first call.
+	withArguments func(server string) bool
 	// on says a trail is configured; read without mu on every call.
 	on atomic.Bool
 	// stdout is where "-" writes: os.Stdout but in tests.
@@ -179,7 +183,7 @@ func (t *auditTrail) lostLines() int64 {
 }
 
 // clock returns the time a call starts, for its audit line; zero when
-// there is no trail, and then auditCall writes nothing for the call.
+// there is no trail, and then auditTrail.call writes nothing for the call.
 func (t *auditTrail) clock() time.Time {
 	if t == nil || !t.on.Load() {
 		return time.Time{}
@@ -200,12 +204,12 @@ const (
 	auditRefused   = "refused"    // outside the client's view: answered as unknown
 )
 
-// auditCall writes the audit line of request in of session s, if the trail
-// was on when it started (start is not zero; see auditTrail.clock). routed
-// is the server the request went to, nil if none; werr the error that
+// call writes the audit line of request in of session s, if the trail was
+// on when it started (start is not zero; see auditTrail.clock). routed is
+// the server the request went to, nil if none; werr the error that
 // answered it before it reached one; r the answer, nil if the client
 // cancelled the request and gets none.
-func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in *inbound, routed *backend, werr *wireError, r *reply) {
+func (t *auditTrail) call(ctx context.Context, start time.Time, s *session, in *inbound, routed *backend, werr *wireError, r *reply) {
 	if start.IsZero() {
 		return
 	}
@@ -253,14 +257,14 @@ func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in
 	b = strconv.AppendInt(b, int64(len(msg.Params)), 10)
 	b = append(b, `,"bytesOut":`...)
 	b = strconv.AppendInt(b, int64(bytesOut), 10)
-	if server != "" && outcome != auditRefused && g.config().auditArguments(server) {
+	if server != "" && outcome != auditRefused && t.withArguments != nil && t.withArguments(server) {
 		b = appendAuditValue(b, "arguments", auditArguments(msg))
 		if r != nil && r.code == 0 {
 			b = appendAuditValue(b, "result", wholeResult(r.result))
 		}
 	}
 	b = append(b, "}\n"...)
-	g.audit.write(b)
+	t.write(b)
 	*bp = b[:0]
 	auditBufs.Put(bp)
 }

@@ -478,7 +478,7 @@ func BenchmarkAuditCallLine(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := processCPU() // this machine may be shared: CPU time, not only wall time
 			for b.Loop() {
-				g.auditCall(ctx, g.audit.clock(), s, in, routed, nil, r)
+				g.audit.call(ctx, g.audit.clock(), s, in, routed, nil, r)
 			}
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})

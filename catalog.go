@@ -398,3 +398,17 @@ func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend,
 	}
 	return nil, ""
 }
+
+// seesTool reports whether view v may call the tool of server that its
+// client calls tool ("" for a task of another method: any of the
+// server's), in catalog c.
+func (c *catalog) seesTool(v *view, server, tool string) bool {
+	if v == nil {
+		return true
+	}
+	if tool == "" {
+		return v.seesServer(server)
+	}
+	it := c.listsFor(v)[kindTool].byName[tool]
+	return it != nil && it.backend.name == server
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +59,7 @@ type Gateway struct {
 	// logHealth, when set, logs a summary of every backend's state each
 	// time it changes: with -stdio there is no /healthz to ask.
 	logHealth bool
+	healthLog healthLog // what logHealth last logged
 
 	// reloadMu orders Reload and Stop.
 	reloadMu sync.Mutex
@@ -79,10 +79,9 @@ type Gateway struct {
 	// is logged once, when it appears, not at every rebuild while it lasts.
 	collisions map[string]bool
 
-	mu         sync.Mutex // guards the fields below, and cfg and backends
-	lastHealth string     // what the last health summary logged said (see logHealthChange)
-	cat        *catalog
-	closed     bool
+	mu     sync.Mutex // guards the fields below, and cfg and backends
+	cat    *catalog
+	closed bool
 
 	sessions       *sessionSet     // the sessions, their calls in flight and their unsent answers (session.go)
 	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
@@ -122,7 +121,9 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, acc: newAccess(cfg), log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper}
 	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
-	g.tasks = newTaskTable(g.config, g.forward, &g.owned, g.seesTool)
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(s *session, server, tool string) bool {
+		return g.currentCatalog().seesTool(g.viewOf(s.who), server, tool)
+	})
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	// g.scopes, made below with g.subs, answers the subscriptions to
 	// session-scoped servers.
@@ -138,6 +139,8 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.registrar = newRegistrar(g.config, g.reconfigure, g.backendList)
 	g.cgroups = newCgroupTree(g.instance)
 	g.audit = newAuditTrail(log)
+	g.healthLog.log = log
+	g.audit.withArguments = func(server string) bool { return g.config().auditArguments(server) }
 	g.audit.configure(cfg)
 	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
@@ -175,21 +178,6 @@ func (g *Gateway) viewOf(who principal) *view {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.acc.viewOf(who)
-}
-
-// seesTool reports whether session s may call the tool of server that
-// its client calls tool ("" for a task of another method: any of the
-// server's), in the config and catalog in force.
-func (g *Gateway) seesTool(s *session, server, tool string) bool {
-	v := g.viewOf(s.who)
-	if v == nil {
-		return true
-	}
-	if tool == "" {
-		return v.seesServer(server)
-	}
-	it := g.currentCatalog().listsFor(v)[kindTool].byName[tool]
-	return it != nil && it.backend.name == server
 }
 
 // backendList returns the backends in force, sorted by name.
@@ -312,7 +300,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	g.mu.Unlock()
 	g.audit.configure(cfg)
 	g.rebuildCatalog()
-	g.endRemovedClients(acc)
+	g.sessions.endRemoved(acc, g.log)
 
 	// Old processes go first, so that a changed server never runs twice.
 	var wg sync.WaitGroup
@@ -329,16 +317,6 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		g.startServer(b)
 	}
 	return r
-}
-
-// endRemovedClients ends the sessions of the named clients acc does not
-// have: a reload removed them. Their front ends see the sessions end
-// (session.goneChan), and their tokens are unknown from now on.
-func (g *Gateway) endRemovedClients(acc *access) {
-	for _, s := range g.sessions.of(func(who principal) bool { return !acc.knows(who) }) {
-		g.log.Info("ended a session of a client the reload removed", "client", s.who.name)
-		g.sessions.endSession(s)
-	}
 }
 
 // sweepCatalogCache removes the catalog cache files of cfg's servers that
@@ -488,51 +466,11 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 func (g *Gateway) backendChanged() {
 	g.rebuildCatalog()
 	if g.logHealth {
-		g.logHealthChange()
+		g.mu.Lock()
+		closed := g.closed
+		g.mu.Unlock()
+		g.healthLog.note(g.backendList(), closed)
 	}
-}
-
-// logHealthChange logs a summary of every backend's state, when it has
-// changed in what a person needs to know: the status, or which servers are
-// not well and how. What is on its way is left out: nothing is logged while
-// a server starts (a first start, a restart, a lazy server woken), nor once
-// corral is stopping, so a normal start and stop log no "degraded".
-func (g *Gateway) logHealthChange() {
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
-		return
-	}
-	status := "ok"
-	var all, unwell strings.Builder
-	for i, b := range g.backendList() {
-		h := b.health()
-		if h.State == stateStarting {
-			return
-		}
-		if i > 0 {
-			all.WriteByte(' ')
-		}
-		fmt.Fprintf(&all, "%s=%s", h.Name, h.State)
-		if h.State != stateReady && h.State != stateIdle {
-			status = "degraded"
-			fmt.Fprintf(&unwell, "%s=%s ", h.Name, h.State)
-		}
-	}
-	key := status + " " + unwell.String()
-	g.mu.Lock()
-	changed := key != g.lastHealth
-	g.lastHealth = key
-	g.mu.Unlock()
-	if !changed {
-		return
-	}
-	level := slog.LevelInfo
-	if status != "ok" {
-		level = slog.LevelWarn
-	}
-	g.log.Log(context.Background(), level, "health", "status", status, "servers", all.String())
 }
 
 // rebuildCatalog recomputes the catalog from the backends' lists and tells
@@ -730,27 +668,9 @@ func (g *Gateway) handleNotification(s *session, msg *wireMsg) {
 		g.notices.tellDown(s)
 		g.serverRequests.sessionReady(s)
 	case opRootsChanged:
-		g.rootsChanged(s, msg)
+		g.serverRequests.rootsChanged(s, msg, g.sessions.viewOf(s.who), g.backendList())
 	default:
 		g.log.Debug("notification from client ignored", "method", msg.Method)
-	}
-}
-
-// rootsChanged passes a client's notifications/roots/list_changed to every
-// shared server that is running and that s's view shows, when s is the
-// gateway's one session: the
-// servers ask that session for roots (serverRequests.toSole), so its roots
-// are theirs. With more sessions, whose roots differ, it is not passed on.
-func (g *Gateway) rootsChanged(s *session, msg *wireMsg) {
-	if one, _, n := g.sessions.sole(); one != s {
-		g.log.Debug("roots/list_changed of one of several sessions not passed on", "sessions", n)
-		return
-	}
-	v := g.sessions.viewOf(s.who)
-	for _, b := range g.backendList() {
-		if m := b.currentRun(); m != nil && b.scope == nil && !m.modern.Load() && v.seesServer(b.name) {
-			m.notifyNow(msg.Method, nil)
-		}
 	}
 }
 

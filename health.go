@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -93,4 +96,54 @@ func shortLine(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// healthLog logs a summary of every backend's state when it has changed in
+// what a person needs to know: the status, or which servers are not well
+// and how. What is on its way is left out: nothing is logged while a server
+// starts (a first start, a restart, a lazy server woken), nor once corral is
+// stopping, so a normal start and stop log no "degraded". Its zero value
+// logs nothing; its methods are safe for concurrent use.
+type healthLog struct {
+	log *slog.Logger
+
+	mu   sync.Mutex
+	last string // what the last summary said
+}
+
+// note logs the summary of backends, if it changed; closed says corral is
+// stopping.
+func (l *healthLog) note(backends []*backend, closed bool) {
+	if closed || l.log == nil {
+		return
+	}
+	status := "ok"
+	var all, unwell strings.Builder
+	for i, b := range backends {
+		h := b.health()
+		if h.State == stateStarting {
+			return
+		}
+		if i > 0 {
+			all.WriteByte(' ')
+		}
+		fmt.Fprintf(&all, "%s=%s", h.Name, h.State)
+		if h.State != stateReady && h.State != stateIdle {
+			status = "degraded"
+			fmt.Fprintf(&unwell, "%s=%s ", h.Name, h.State)
+		}
+	}
+	key := status + " " + unwell.String()
+	l.mu.Lock()
+	changed := key != l.last
+	l.last = key
+	l.mu.Unlock()
+	if !changed {
+		return
+	}
+	level := slog.LevelInfo
+	if status != "ok" {
+		level = slog.LevelWarn
+	}
+	l.log.Log(context.Background(), level, "health", "status", status, "servers", all.String())
 }

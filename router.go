@@ -120,7 +120,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, routed) // a session-scoped server's process of s
 		}
 		if werr != nil {
-			g.auditCall(ctx, start, s, in, routed, werr, nil)
+			g.audit.call(ctx, start, s, in, routed, werr, nil)
 			return errorReply(msg.ID, werr)
 		}
 		var r *reply
@@ -130,10 +130,10 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			r = g.forward(ctx, s, in, b, params, token, send)
 		}
 		if r == nil || s.wasCancelled(key) {
-			g.auditCall(ctx, start, s, in, routed, nil, nil)
+			g.audit.call(ctx, start, s, in, routed, nil, nil)
 			return nil // the client cancelled it: it wants no answer
 		}
-		g.auditCall(ctx, start, s, in, routed, nil, r)
+		g.audit.call(ctx, start, s, in, routed, nil, r)
 		return r
 	case opTask:
 		start := g.audit.clock()
@@ -141,7 +141,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		if r == nil || s.wasCancelled(key) {
 			r = nil
 		}
-		g.auditCall(ctx, start, s, in, nil, nil, r)
+		g.audit.call(ctx, start, s, in, nil, nil, r)
 		return r
 	case opTaskList:
 		result, err = g.tasks.list(ctx, s, msg.Params)

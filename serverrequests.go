@@ -662,3 +662,23 @@ func (sr *serverRequests) askClient(ctx context.Context, rel *related, params js
 	}
 	return params, nil
 }
+
+// rootsChanged passes a client's notifications/roots/list_changed to every
+// shared server of backends that is running and that view v (session s's)
+// shows, when s is the gateway's one session: the servers ask that session
+// for roots (toSole), so its roots are theirs. With more sessions, whose
+// roots differ, it is not passed on.
+func (sr *serverRequests) rootsChanged(s *session, msg *wireMsg, v *view, backends []*backend) {
+	if sr.sole == nil {
+		return
+	}
+	if one, _, n := sr.sole(); one != s {
+		sr.log.Debug("roots/list_changed of one of several sessions not passed on", "sessions", n)
+		return
+	}
+	for _, b := range backends {
+		if m := b.currentRun(); m != nil && b.scope == nil && !m.modern.Load() && v.seesServer(b.name) {
+			m.notifyNow(msg.Method, nil)
+		}
+	}
+}

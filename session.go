@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -674,4 +675,14 @@ func (s *session) unsent() (count int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.unsentCount, s.unsentBytes
+}
+
+// endRemoved ends the sessions of the named clients acc does not have: a
+// reload removed them, each logged to log. Their front ends see the sessions end
+// (session.goneChan), and their tokens are unknown from now on.
+func (ss *sessionSet) endRemoved(acc *access, log *slog.Logger) {
+	for _, s := range ss.of(func(who principal) bool { return !acc.knows(who) }) {
+		log.Info("ended a session of a client the reload removed", "client", s.who.name)
+		ss.endSession(s)
+	}
 }
