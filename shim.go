@@ -128,18 +128,24 @@ func programCommand(spec processSpec) *exec.Cmd {
 	if spec.command == "" || strings.Contains(spec.command, "/") {
 		return cmd
 	}
+	if path, err := findProgram(spec.command, spec.pathList(), spec.dir); err == nil {
+		cmd.Path, cmd.Err = path, nil
+	} else {
+		cmd.Path, cmd.Err = spec.command, &exec.Error{Name: spec.command, Err: exec.ErrNotFound}
+	}
+	return cmd
+}
+
+// pathList returns the PATH spec's process gets: its environment's, else
+// corral's own.
+func (spec processSpec) pathList() string {
 	pathList := os.Getenv("PATH") // when spec's environment has none
 	for _, kv := range spec.env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			pathList = v // the last one is the one the process gets
 		}
 	}
-	if path, err := findProgram(spec.command, pathList, spec.dir); err == nil {
-		cmd.Path, cmd.Err = path, nil
-	} else {
-		cmd.Path, cmd.Err = spec.command, &exec.Error{Name: spec.command, Err: exec.ErrNotFound}
-	}
-	return cmd
+	return pathList
 }
 
 // containedCommand returns the command that starts the server spec

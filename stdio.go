@@ -60,7 +60,7 @@ type process struct {
 func startProcess(spec processSpec) (*process, error) {
 	cmd, cg, plan, err := containedCommand(spec)
 	if err != nil {
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, err))
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, spec.pathList(), err))
 	}
 	cmd.Env = spec.env
 	cmd.Dir = spec.dir
@@ -110,7 +110,7 @@ func startProcess(spec processSpec) (*process, error) {
 	if err != nil {
 		closeAll([]*os.File{inW, outR, errR})
 		cg.remove()
-		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, sandboxStartError(cmd, err)))
+		return nil, fmt.Errorf("starting server %q: %w", spec.name, notFound(spec.command, spec.pathList(), sandboxStartError(cmd, err)))
 	}
 	go p.drainStderr()
 	return p, nil
@@ -118,11 +118,13 @@ func startProcess(spec processSpec) (*process, error) {
 
 // notFound returns err, an error starting command, in words a person can
 // act on when it is that command is not there: "command "uvx" not found on
-// PATH" rather than os/exec's "executable file not found in $PATH".
-func notFound(command string, err error) error {
+// PATH" rather than os/exec's "executable file not found in $PATH". path is
+// the PATH the command was looked for in (the server's env's, else
+// corral's).
+func notFound(command, path string, err error) error {
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
-		return fmt.Errorf("command %q not found on PATH (%s); install it, or write its full path in \"command\"", command, shortPath(os.Getenv("PATH")))
+		return fmt.Errorf("command %q not found on PATH (%s); install it, or write its full path in \"command\"", command, shortPath(path))
 	case errors.Is(err, os.ErrNotExist) && strings.Contains(command, "/"):
 		return fmt.Errorf("command %q does not exist", command)
 	}
