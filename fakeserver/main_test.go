@@ -42,8 +42,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// timeout bounds every wait in these tests.
-const timeout = 10 * time.Second
+// timeout bounds every wait in these tests. It is an upper bound only, so
+// generous: a 4 MiB echo under -race on a shared 2-core machine at a load
+// average of 20 took more than 10 s.
+const timeout = 30 * time.Second
 
 // msg is a line the server wrote to stdout.
 type msg struct {
