@@ -200,16 +200,13 @@ const (
 	auditRefused   = "refused"    // outside the client's view: answered as unknown
 )
 
-// auditCall writes the audit line of request in of session s, if the trail
-// was on when it started (start is not zero; see auditTrail.clock). routed
+// auditCall counts the outcome of request in of session s for its client
+// (clientlimits.go), and writes its audit line, if the trail was on when it
+// started (start is not zero; see auditTrail.clock). routed
 // is the server the request went to, nil if none; werr the error that
 // answered it before it reached one; r the answer, nil if the client
 // cancelled the request and gets none.
 func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in *inbound, routed *backend, werr *wireError, r *reply) {
-	if start.IsZero() {
-		return
-	}
-	d := time.Since(start)
 	msg := in.msg
 	server := ""
 	if routed != nil {
@@ -222,7 +219,6 @@ func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in
 		if werr.refusedBy != "" {
 			outcome, server = auditRefused, werr.refusedBy
 		}
-		bytesOut = len(encodeErrorResponse(msg.ID, werr))
 	case r == nil:
 	case r.code == codeTimeout:
 		outcome, code, bytesOut = auditTimeout, r.code, r.len()
@@ -235,6 +231,14 @@ func (g *Gateway) auditCall(ctx context.Context, start time.Time, s *session, in
 		if msg.Method == "tools/call" && resultIsError(r.result) {
 			outcome = auditToolError
 		}
+	}
+	g.clients.called(s.who.name, outcome, server)
+	if start.IsZero() {
+		return
+	}
+	d := time.Since(start)
+	if werr != nil {
+		bytesOut = len(encodeErrorResponse(msg.ID, werr))
 	}
 	bp := auditBufs.Get().(*[]byte)
 	b := appendAuditHead(*bp, start, s.who.name)
