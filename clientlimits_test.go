@@ -190,3 +190,18 @@ func TestProfileLimitsThatAreNegativeAreConfigErrorsNamingTheField(t *testing.T)
 		}
 	}
 }
+
+// BenchmarkClientAccountingPerCall is what clientlimits.go adds to each
+// call of a limited client: admit, done, and the outcome counted.
+func BenchmarkClientAccountingPerCall(b *testing.B) {
+	cl := newClientLimits()
+	lim := callLimits{client: "alice", profile: "p", maxInFlight: 1000, callsPerSecond: 1e9}
+	b.ReportAllocs()
+	for b.Loop() {
+		if werr := cl.admit(lim, "tools/call"); werr != nil {
+			b.Fatal(werr)
+		}
+		cl.done("alice")
+		cl.called("alice", auditOK, "a")
+	}
+}
