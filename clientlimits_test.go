@@ -205,3 +205,41 @@ func BenchmarkClientAccountingPerCall(b *testing.B) {
 		cl.called("alice", auditOK, "a")
 	}
 }
+
+func TestAReloadThatChangesAClientsLimitAppliesItToTheNextCallsAndKeepsTheCounts(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, limitedConfig(t, `"maxInFlight": 1`))
+	reload := func(limits string) {
+		t.Helper()
+		next := strings.NewReplacer("FAKE", fakeserverBin, "STATE", tg.dir).Replace(limitedConfig(t, limits))
+		cfg, err := ParseConfig("next.json", []byte(next), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg.gw.Reload(cfg)
+	}
+	alice := connectWith(t, tg.url, "Bearer "+aliceToken)
+	long := make(chan *wireMsg, 1)
+	go func() { long <- alice.callTool(`"long"`, "sleep", `{"ms":600000}`) }()
+	waitFor(t, 10*time.Second, "alice's call in flight", func() bool {
+		for _, c := range tg.gw.clientStatus() {
+			if c.Name == "alice" && c.InFlight == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if got := alice.callTool("2", "echo", `{"text":"x"}`); got.Error == nil {
+		t.Fatalf("alice's second call at maxInFlight 1 = %s, want refused", got.Result)
+	}
+	reload(`"maxInFlight": 2`)
+	if got := alice.callTool("3", "echo", `{"text":"x"}`); got.Error != nil {
+		t.Errorf("alice's second call once a reload raised maxInFlight to 2 = %+v, want a result", got.Error)
+	}
+	reload(`"maxInFlight": 1`) // her call in flight still counts
+	if got := alice.callTool("4", "echo", `{"text":"x"}`); got.Error == nil || !strings.Contains(got.Error.Message, "has 1 calls in flight") {
+		t.Errorf("alice's second call once a reload lowered maxInFlight to 1 again = %+v, want refused, 1 in flight", got.Error)
+	}
+	alice.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long"}}`)
+	<-long
+}
