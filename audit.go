@@ -34,6 +34,10 @@ import (
 // never while a line is built.
 type auditTrail struct {
 	log *slog.Logger
+	// counted, if not nil, is told the outcome of every call, whether the
+	// trail is on or off: the client's counts (clientLimits.called). Set
+	// once, before the first call.
+	counted func(client, outcome, server string)
 	// withArguments reports whether server's calls are written with their
 	// arguments and results (Config.auditArguments of the config in
 	// force); nil: none are. Set once, before the first call.
@@ -204,16 +208,16 @@ const (
 	auditRefused   = "refused"    // outside the client's view: answered as unknown
 )
 
-// call writes the audit line of request in of session s, if the trail was
-// on when it started (start is not zero; see auditTrail.clock). routed is
-// the server the request went to, nil if none; werr the error that
-// answered it before it reached one; r the answer, nil if the client
-// cancelled the request and gets none.
+// call counts the outcome of request in of session s for its client (see
+// counted), and writes its audit line, if the trail was on when it started
+// (start is not zero; see auditTrail.clock). routed is the server the
+// request went to, nil if none; werr the error that answered it before it
+// reached one; r the answer, nil if the client cancelled the request and
+// gets none.
 func (t *auditTrail) call(ctx context.Context, start time.Time, s *session, in *inbound, routed *backend, werr *wireError, r *reply) {
-	if start.IsZero() {
+	if t == nil {
 		return
 	}
-	d := time.Since(start)
 	msg := in.msg
 	server := ""
 	if routed != nil {
@@ -226,7 +230,6 @@ func (t *auditTrail) call(ctx context.Context, start time.Time, s *session, in *
 		if werr.refusedBy != "" {
 			outcome, server = auditRefused, werr.refusedBy
 		}
-		bytesOut = len(encodeErrorResponse(msg.ID, werr))
 	case r == nil:
 	case r.code == codeTimeout:
 		outcome, code, bytesOut = auditTimeout, r.code, r.len()
@@ -239,6 +242,16 @@ func (t *auditTrail) call(ctx context.Context, start time.Time, s *session, in *
 		if msg.Method == "tools/call" && resultIsError(r.result) {
 			outcome = auditToolError
 		}
+	}
+	if t.counted != nil {
+		t.counted(s.who.name, outcome, server)
+	}
+	if start.IsZero() {
+		return
+	}
+	d := time.Since(start)
+	if werr != nil {
+		bytesOut = len(encodeErrorResponse(msg.ID, werr))
 	}
 	bp := auditBufs.Get().(*[]byte)
 	b := appendAuditHead(*bp, start, s.who.name)

@@ -140,3 +140,23 @@ func BenchmarkToolsCallThroughCorralRawClientAsAClient(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkToolsCallThroughCorralRawClientAsALimitedClient is
+// BenchmarkToolsCallThroughCorralRawClientAsAClient with limits in the
+// client's profile that never bind: the cost of the per-client accounting
+// of calls in flight and rate (clientlimits.go) on each call.
+func BenchmarkToolsCallThroughCorralRawClientAsALimitedClient(b *testing.B) {
+	tg := startGateway(b, `{
+		"clients": {"alice": {"tokenFile": `+tokenFile(b, aliceToken)+`, "profile": "p"}, "bob": {"tokenFile": `+tokenFile(b, bobToken)+`}},
+		"profiles": {"p": {"servers": {"a": {"tools": {"deny": ["delete_*"]}}}, "readOnlyTools": true, "maxInFlight": 1000, "callsPerSecond": 1000000000}},
+		"mcpServers": {"a": {"command":"FAKE","args":["-state","STATE","-read-only","echo"]}}
+	}`)
+	c := connectWith(b, tg.url, "Bearer "+aliceToken)
+	rc := dialRaw(b, tg.url, "Authorization: Bearer "+aliceToken+"\r\nMcp-Session-Id: "+c.sid+"\r\nAccept: application/json, text/event-stream\r\n")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if body := rc.call(b, i); !bytes.Contains(body, []byte("hello")) {
+			b.Fatalf("answer %s", body)
+		}
+	}
+}

@@ -41,6 +41,15 @@ type ProfileConfig struct {
 	// readOnlyHint: true. A server's hints are only as trustworthy as the
 	// server. If false, tools are not filtered by their hints.
 	ReadOnlyTools bool `json:"readOnlyTools,omitempty"`
+	// MaxInFlight bounds the requests each client of the profile has in
+	// flight, over all its sessions; CallsPerSecond bounds how fast each
+	// sends them (a second's worth may come at once); MaxSessions bounds
+	// the sessions each has open. 0 is no bound of the profile's own: the
+	// gateway's maxSessions and maxInFlightPerSession still hold. A call
+	// past a bound gets a -32000 error naming it (clientlimits.go).
+	MaxInFlight    int     `json:"maxInFlight,omitempty"`
+	CallsPerSecond float64 `json:"callsPerSecond,omitempty"`
+	MaxSessions    int     `json:"maxSessions,omitempty"`
 }
 
 // ProfileServer is what a profile shows of one server: each filter matches
@@ -167,13 +176,22 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 	p.refuseUnknownFields("clients", clients, func() any { return new(ClientConfig) },
 		"a client's fields are tokenFile, tokenEnv and profile")
 	p.refuseUnknownFields("profiles", profiles, func() any { return new(ProfileConfig) },
-		`a profile's fields are servers and readOnlyTools; each server's, tools, resources and prompts; each of those, allow and deny`)
+		`a profile's fields are servers, readOnlyTools, maxInFlight, callsPerSecond and maxSessions; each server's, tools, resources and prompts; each of those, allow and deny`)
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		prof := c.Profiles[name]
 		field := "profiles." + quoteName(name)
 		if prof == nil {
 			p.errorf("", field, "want an object with \"servers\", the servers the profile shows")
 			continue
+		}
+		if prof.MaxInFlight < 0 {
+			p.errorf("", field+".maxInFlight", "is %d; want a number of calls, at least 1, or 0 (or none) for no bound", prof.MaxInFlight)
+		}
+		if prof.MaxSessions < 0 {
+			p.errorf("", field+".maxSessions", "is %d; want a number of sessions, at least 1, or 0 (or none) for no bound", prof.MaxSessions)
+		}
+		if prof.CallsPerSecond < 0 || math.IsNaN(prof.CallsPerSecond) {
+			p.errorf("", field+".callsPerSecond", "is %g; want a rate above 0 (0.5 is a call every two seconds), or 0 (or none) for no bound", prof.CallsPerSecond)
 		}
 		for _, server := range slices.Sorted(maps.Keys(prof.Servers)) {
 			if server != "*" && c.MCPServers[server] == nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -109,6 +110,8 @@ type Gateway struct {
 
 	audit *auditTrail // the audit trail (audit.go)
 
+	clients *clientLimits // each client's counts and limits (clientlimits.go)
+
 	forwarder forwarder // what an era's forward needs (eraRules.forward)
 }
 
@@ -119,7 +122,7 @@ const defaultPageSize = 1000
 // unless corral is a child subreaper.
 func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, acc: newAccess(cfg), log: log, cat: &catalog{},
-		instance: newInstanceID(), reaper: reaper}
+		instance: newInstanceID(), reaper: reaper, clients: newClientLimits()}
 	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
 	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(s *session, server, tool string) bool {
 		return g.currentCatalog().seesTool(g.viewOf(s.who), server, tool)
@@ -141,6 +144,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.audit = newAuditTrail(log)
 	g.healthLog.log = log
 	g.audit.withArguments = func(server string) bool { return g.config().auditArguments(server) }
+	g.audit.counted = g.clients.called
 	g.audit.configure(cfg)
 	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
@@ -152,7 +156,11 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.serverRequests.sole = g.sessions.sole
 	g.serverRequests.seesServer = func(s *session, server string) bool { return g.sessions.viewOf(s.who).seesServer(server) }
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
-	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count}
+	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count, clients: func() []clientStatus {
+		// Every named client of the config in force, and every principal
+		// that has sessions open or calls counted.
+		return g.clients.status(slices.Sorted(maps.Keys(g.config().Clients)), g.sessions.countByName())
+	}}
 	g.notices = newServerNotices(g.sessions, g.status.status, func(v *view) func(string) bool { return visibleServers(g.currentCatalog(), v) })
 	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
 	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
@@ -630,6 +638,12 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 		return errorReply(msg.ID, unavailable("this session has %d calls in flight and %d answers its client has not read, the limit (maxInFlightPerSession); wait for one to end", n, unsent))
 	}
 	defer g.sessions.retire(s, key)
+	if lim, ok := limitsOf(cfg, s.who); ok && (lim.maxInFlight > 0 || lim.callsPerSecond > 0) {
+		if werr := g.clients.admit(lim, msg.Method); werr != nil {
+			return errorReply(msg.ID, werr)
+		}
+		defer g.clients.done(lim.client)
+	}
 	if send == nil {
 		send = s.send
 	}

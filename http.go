@@ -372,10 +372,9 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
 		return nil
 	}
-	s := h.newSession(h.principalOf(r))
+	s, why := h.newSession(h.principalOf(r))
 	if s == nil {
-		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
-			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); end one with DELETE, or try again later", h.gw.config().MaxSessions))
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, why+"; end one with DELETE, or try again later")
 		return nil
 	}
 	w.Header().Set("Mcp-Session-Id", s.id)
@@ -610,9 +609,9 @@ func (h *httpFrontEnd) owns(r *http.Request, s *httpSession) bool {
 	return s.who == h.principalOf(r)
 }
 
-// newSession opens a session of who's, or returns nil when maxSessions are
-// open.
-func (h *httpFrontEnd) newSession(who principal) *httpSession {
+// newSession opens a session of who's, or returns nil and why not when
+// maxSessions are open, or its client's (see addSession).
+func (h *httpFrontEnd) newSession(who principal) (*httpSession, string) {
 	s := &httpSession{}
 	return h.addSession(s, who, func(msg []byte) {
 		select {
@@ -624,24 +623,42 @@ func (h *httpFrontEnd) newSession(who principal) *httpSession {
 
 // addSession gives s a new random id, marks it used now and registers it,
 // then opens its gateway session, which sends s's messages to deliver. It
-// returns s, or nil (s not registered, no gateway session) when maxSessions
-// are open. Both front ends (Streamable HTTP and legacy SSE) open sessions
-// through it, so that they count against one maxSessions.
-func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) *httpSession {
+// returns s, or nil (s not registered, no gateway session) and why not
+// when maxSessions are open, or the maxSessions of the profile of who's
+// client are open of that client's. Both front ends (Streamable HTTP and
+// legacy SSE) open sessions through it, so that they count against one
+// maxSessions.
+func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) (*httpSession, string) {
 	var b [16]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	s.id = hex.EncodeToString(b[:])
 	s.ended = make(chan struct{})
 	s.lastUsed.Store(time.Now().UnixNano())
+	cfg := h.gw.config()
+	lim, limited := limitsOf(cfg, who)
+	limited = limited && lim.maxSessions > 0
 	h.mu.Lock()
-	if len(h.sessions) >= h.gw.config().MaxSessions {
+	if len(h.sessions) >= cfg.MaxSessions {
 		h.mu.Unlock()
-		return nil
+		return nil, fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions)", cfg.MaxSessions)
+	}
+	if limited {
+		n := 0
+		for _, o := range h.sessions {
+			if o.who.client == who.client {
+				n++
+			}
+		}
+		if n >= lim.maxSessions {
+			h.mu.Unlock()
+			h.gw.clients.refuseSession(who.client)
+			return nil, fmt.Sprintf("too many sessions: client %q has %d open, the limit (profiles.%s.maxSessions)", who.client, n, quoteName(lim.profile))
+		}
 	}
 	h.sessions[s.id] = s
 	h.mu.Unlock()
 	s.session = h.gw.sessions.newSession(deliver, who, s.id)
-	return s
+	return s, ""
 }
 
 // eventQueue returns the queue of messages for the session's GET stream,

@@ -265,7 +265,8 @@ func TestIdleSessionHoldsNoEventQueue(t *testing.T) {
 	sessions := make([]*httpSession, 0, n)
 	before := heap()
 	for range n {
-		sessions = append(sessions, tg.h.newSession(anonymousPrincipal))
+		s, _ := tg.h.newSession(anonymousPrincipal)
+		sessions = append(sessions, s)
 	}
 	perSession := float64(heap()-before) / n
 	t.Logf("an idle session: %.0f bytes of heap", perSession)

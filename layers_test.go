@@ -92,6 +92,7 @@ var layerTable = []layer{
 		"scope.go: a process per session for servers that ask for one",
 		"admin.go: servers registered at run time",
 		"audit.go: the audit trail: a line per call and admin action, a file rotated at a bound",
+		"clientlimits.go: each client's counts, and its profile's limits on calls and sessions",
 	}},
 	{"backends", "a server's life and the MCP client that speaks to it", []string{
 		"supervisor.go: a backend's life: states, backoff, breaker",

@@ -8,6 +8,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 		metricFamily(&b, "corral_event_streams", "gauge", "Open GET event streams of the HTTP front end.")
 		fmt.Fprintf(&b, "corral_event_streams %d\n", h.streams.Load())
 	}
+	writeClientMetrics(&b, gw)
 	metricFamily(&b, "corral_audit_lines_lost_total", "counter", "Lines of the audit trail that could not be written.")
 	fmt.Fprintf(&b, "corral_audit_lines_lost_total %d\n", gw.audit.lostLines())
 	writeProcessMetrics(&b)
@@ -145,6 +148,39 @@ func writeInstances(b *strings.Builder, snaps []backendMetrics) {
 			}
 			fmt.Fprintf(b, "corral_server_instances{server=\"%s\"} %d\n", s.name, *s.h.Instances)
 		}
+	}
+}
+
+// clientOutcomes are the outcomes of corral_client_calls_total: those of
+// the audit trail.
+var clientOutcomes = []string{auditOK, auditToolError, auditError, auditTimeout, auditCancelled, auditRefused}
+
+// clientReasons are the reasons of corral_client_refusals_total.
+var clientReasons = []string{refusedView, refusedInFlight, refusedRate, refusedMaxSessions}
+
+// writeClientMetrics writes, for each client (each named client of the
+// config in force, and each principal counted: "stdio", "anonymous",
+// "bearer token"), its calls by outcome, its refusals by reason and its
+// sessions open.
+func writeClientMetrics(b *strings.Builder, gw *Gateway) {
+	sessions := gw.sessions.countByName()
+	names := append(slices.Collect(maps.Keys(gw.config().Clients)), slices.Collect(maps.Keys(sessions))...)
+	clients := gw.clients.metrics(names)
+	metricFamily(b, "corral_client_calls_total", "counter", "Calls routed for a client (tools, resources, prompts, completions, tasks), by how they ended; refused is outside the client's view.")
+	for _, c := range clients {
+		for _, o := range clientOutcomes {
+			fmt.Fprintf(b, "corral_client_calls_total{client=\"%s\",outcome=\"%s\"} %d\n", labelValue(c.name), o, c.calls[o])
+		}
+	}
+	metricFamily(b, "corral_client_refusals_total", "counter", "Calls and sessions refused a client: outside its view, or past a limit of its profile (maxInFlight, callsPerSecond, maxSessions).")
+	for _, c := range clients {
+		for _, r := range clientReasons {
+			fmt.Fprintf(b, "corral_client_refusals_total{client=\"%s\",reason=\"%s\"} %d\n", labelValue(c.name), r, c.refused[r])
+		}
+	}
+	metricFamily(b, "corral_client_sessions", "gauge", "Open MCP sessions of each client.")
+	for _, c := range clients {
+		fmt.Fprintf(b, "corral_client_sessions{client=\"%s\"} %d\n", labelValue(c.name), sessions[c.name])
 	}
 }
 

@@ -322,6 +322,18 @@ func (ss *sessionSet) add(s *session) {
 	ss.mu.Unlock()
 }
 
+// countByName returns the number of sessions registered of each
+// principal, by its name.
+func (ss *sessionSet) countByName() map[string]int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n := map[string]int{}
+	for s := range ss.all {
+		n[s.who.name]++
+	}
+	return n
+}
+
 // remove forgets s. It may be called twice.
 func (ss *sessionSet) remove(s *session) {
 	ss.mu.Lock()

@@ -153,10 +153,9 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
 	}
-	s := h.newSSEFrontSession(h.principalOf(r))
+	s, why := h.newSSEFrontSession(h.principalOf(r))
 	if s == nil {
-		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable,
-			fmt.Sprintf("too many sessions: %d are open, the limit (maxSessions); close a stream, or try again later", h.gw.config().MaxSessions))
+		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, why+"; close a stream, or try again later")
 		return
 	}
 	h.streams.Add(1)
@@ -181,21 +180,21 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 }
 
 // newSSEFrontSession opens a legacy SSE session of who's, or returns nil
-// when maxSessions are open. Its stream is counted open: serveSSEFront
-// uncounts it.
-func (h *httpFrontEnd) newSSEFrontSession(who principal) *httpSession {
+// and why not when maxSessions are open, or its client's (addSession). Its
+// stream is counted open: serveSSEFront uncounts it.
+func (h *httpFrontEnd) newSSEFrontSession(who principal) (*httpSession, string) {
 	max := h.sseQueueBytes.Load()
 	if max <= 0 {
 		max = defaultSSEFrontQueueBytes
 	}
 	s := &httpSession{sse: newSSEFrontQueue(max)}
 	s.streams.Add(1)
-	if h.addSession(s, who, func(msg []byte) { s.sse.put(&reply{head: msg}, 0) }) == nil {
-		return nil
+	if _, why := h.addSession(s, who, func(msg []byte) { s.sse.put(&reply{head: msg}, 0) }); why != "" {
+		return nil, why
 	}
 	s.loop = newSessionLoop(h.frontEnd, s.session, s.id, s.sse, false)
 	s.sse.loop = s.loop
-	return s
+	return s, ""
 }
 
 // pumpSSEFront writes the endpoint event, then the session's messages as

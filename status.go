@@ -3,7 +3,9 @@ package main
 // This file holds the snapshot the status page (statuspage.go) reads: each
 // server's health, as /healthz reports it, with its recent tool calls.
 
-import "time"
+import (
+	"time"
+)
 
 // gatewayStatus is what the status page shows: the health of each server, as
 // /healthz reports it, with its recent tool calls, and the sessions open.
@@ -12,6 +14,10 @@ type gatewayStatus struct {
 	Time     time.Time      `json:"time"`
 	Servers  []serverStatus `json:"servers"`
 	Sessions int            `json:"sessions"`
+	// Clients is each client's sessions, calls and recent refusals: for
+	// the operator's page only, never in corral://status, which a client
+	// reads.
+	Clients []clientStatus `json:"-"`
 }
 
 // serverStatus is what the status page shows of one server.
@@ -39,6 +45,7 @@ var recentWindows = [...]int{1, 5, recentMinutes}
 type statusReader struct {
 	backendList func() []*backend // the backends in force, sorted by name
 	sessions    func() int        // the sessions open
+	clients     func() []clientStatus
 }
 
 // status returns what the status page shows now. It is safe for concurrent
@@ -47,6 +54,9 @@ func (r statusReader) status() gatewayStatus {
 	now := time.Now()
 	backends := r.backendList()
 	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: r.sessions()}
+	if r.clients != nil {
+		st.Clients = r.clients()
+	}
 	for i, b := range backends {
 		st.Servers[i].health = b.health()
 		for w, n := range recentWindows {

@@ -177,6 +177,15 @@ type statusView struct {
 	Sessions      int
 	Servers       []serverView
 	Windows       []int // minutes
+	Clients       []clientView
+}
+
+// clientView is one client's row: its sessions, calls and recent refusals.
+type clientView struct {
+	Name               string
+	Sessions, InFlight int
+	Calls, Refused     int64
+	Recent             []string // newest first, each "15:04:05 reason what"
 }
 
 // serverView is one server's row, and its details.
@@ -196,6 +205,13 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 	v := statusView{Refresh: int(statusRefresh / time.Second), Time: st.Time.UTC().Format("2006-01-02 15:04:05 UTC"), Sessions: st.Sessions}
 	for _, n := range recentWindows {
 		v.Windows = append(v.Windows, n)
+	}
+	for _, c := range st.Clients {
+		cv := clientView{Name: c.Name, Sessions: c.Sessions, InFlight: c.InFlight, Calls: c.Calls, Refused: c.Refused}
+		for _, r := range c.Recent {
+			cv.Recent = append(cv.Recent, r.Time.UTC().Format("15:04:05")+" "+r.Reason+" "+r.What)
+		}
+		v.Clients = append(v.Clients, cv)
 	}
 	for _, s := range st.Servers {
 		switch s.State {
@@ -290,7 +306,25 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 </tr>
 {{end}}</tbody>
 </table>
-{{range .Servers}}{{if or .Error .LastExit .Retry .Stderr}}
+{{with .Clients}}<section id="clients">
+<h2>clients</h2>
+<table>
+<thead>
+<tr><th>client</th><th>sessions</th><th>in flight</th><th>calls</th><th>refused</th><th>recent refusals</th></tr>
+</thead>
+<tbody>
+{{range .}}<tr data-client="{{.Name}}">
+<td>{{.Name}}</td>
+<td class="sessions">{{.Sessions}}</td>
+<td>{{.InFlight}}</td>
+<td class="calls">{{.Calls}}</td>
+<td class="refused">{{.Refused}}</td>
+<td class="recent">{{range $i, $r := .Recent}}{{if $i}}; {{end}}{{$r}}{{end}}</td>
+</tr>
+{{end}}</tbody>
+</table>
+</section>
+{{end}}{{range .Servers}}{{if or .Error .LastExit .Retry .Stderr}}
 <section id="server-{{.Name}}" data-server="{{.Name}}">
 <h2>{{.Name}}: {{.State}}</h2>
 <dl>
