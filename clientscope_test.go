@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -209,5 +212,91 @@ func TestClientScopeConfigErrorsNameTheClientAndField(t *testing.T) {
 	}
 	if s := c.Servers()[0]; s.maxInstances() != defaultMaxInstances || !strings.Contains(shown, `"maxInstances": 16`) {
 		t.Errorf("a client-scoped server's maxInstances = %d, want %d shown", s.maxInstances(), defaultMaxInstances)
+	}
+}
+
+func TestClientScopeRemoteServerGetsEachClientsOwnHeaders(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]string{} // the caller named in a call -> the X-Who header it came with
+	tr := newTestRemote(t, &testRemote{session: "s", call: func(w http.ResponseWriter, r *http.Request, msg *wireMsg) {
+		w.Header().Set("Content-Type", "application/json")
+		switch msg.Method {
+		case "tools/list":
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}}`, msg.ID)
+		case "tools/call":
+			var p struct {
+				Arguments struct{ Caller string }
+			}
+			json.Unmarshal(msg.Params, &p)
+			mu.Lock()
+			seen[p.Arguments.Caller] = r.Header.Get("X-Who")
+			mu.Unlock()
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}`, msg.ID)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, msg.ID)
+		}
+	}})
+	u, _ := json.Marshal(tr.url)
+	tg := startGateway(t, `{"clients": {
+			"alice": {"tokenFile": `+tokenFile(t, aliceToken)+`, "headers": {"r": {"X-Who": "alice"}}},
+			"bob":   {"tokenFile": `+tokenFile(t, bobToken)+`}
+		},
+		"mcpServers": {"r": {"url": `+string(u)+`, "scope": "client", "headers": {"X-Who": "server"}}}}`)
+	for _, who := range []struct{ token, name string }{{aliceToken, "alice"}, {bobToken, "bob"}} {
+		c := connectWith(t, tg.url, "Bearer "+who.token)
+		if m := c.callTool("1", "t", `{"caller":"`+who.name+`"}`); m.Error != nil {
+			t.Fatalf("%s's call: %+v", who.name, m.Error)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["alice"] != "alice" || seen["bob"] != "server" {
+		t.Errorf("X-Who by caller = %v, want alice's own header for alice and the server's for bob", seen)
+	}
+	if n := len(tg.gw.scopes.pool(tg.gw.backendList()[0]).owners()); n != 2 {
+		t.Errorf("%d connections to the remote server, want one per client", n)
+	}
+}
+
+func TestClientScopeLogsAndResourceUpdatesGoToTheClientsSessionsOnly(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, clientScopedConfig(t, "alice-secret-value", ""))
+	a1 := newHTTPPeerWith(t, tg.url, `{}`, "Bearer "+aliceToken)
+	a2 := newHTTPPeerWith(t, tg.url, `{}`, "Bearer "+aliceToken)
+	b := newHTTPPeerWith(t, tg.url, `{}`, "Bearer "+bobToken)
+	for _, p := range []*peer{a1, a2, b} {
+		if m, _ := p.call("logging/setLevel", `{"level":"info"}`); m.Error != nil {
+			t.Fatalf("logging/setLevel: %+v", m.Error)
+		}
+	}
+	if m, _ := a2.call("resources/subscribe", `{"uri":"fake://a/counter"}`); m.Error != nil {
+		t.Fatalf("resources/subscribe: %+v", m.Error)
+	}
+	// Bob's process logs and changes its counter first: none of it is alice's.
+	b.call("tools/call", `{"name":"touch","arguments":{}}`)
+	b.call("tools/call", `{"name":"log","arguments":{"data":"from bob"}}`)
+	a1.call("tools/call", `{"name":"log","arguments":{"data":"from alice"}}`)
+	a1.call("tools/call", `{"name":"touch","arguments":{}}`)
+
+	describe := func(m *wireMsg) string {
+		var p struct{ Data, URI string }
+		json.Unmarshal(m.Params, &p)
+		return m.Method + " " + p.Data + p.URI
+	}
+	if got := describe(a1.nextExcept(listChanged...)); got != "notifications/message from alice" {
+		t.Errorf("alice's first session's first message was %q, want her process's log message", got)
+	}
+	var got []string
+	for range 2 {
+		got = append(got, describe(a2.nextExcept(listChanged...)))
+	}
+	// Her second session shares the process: it hears its log message, and
+	// the update of the resource it subscribed to, caused by her other session.
+	if want := []string{"notifications/message from alice", "notifications/resources/updated fake://a/counter"}; strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("alice's second session's stream carried %q, want %q", got, want)
+	}
+	if got := describe(b.nextExcept(listChanged...)); got != "notifications/message from bob" {
+		t.Errorf("bob's first message was %q, want his own process's log message", got)
 	}
 }
