@@ -36,6 +36,11 @@ type ClientConfig struct {
 	// load as a server's env and headers are (${NAME}, ${file:PATH}).
 	Env     map[string]map[string]string `json:"env,omitempty"`
 	Headers map[string]map[string]string `json:"headers,omitempty"`
+
+	// literal says one of Env's or Headers' values is written in the
+	// config rather than taken from a reference (-check warns of a config
+	// file others can read, then).
+	literal bool
 }
 
 // serverFor returns server s as client name's process of it runs: s
@@ -299,6 +304,7 @@ func (p *parser) clientServerValues(c *Config, name string, cl *ClientConfig) {
 					p.errorf("", field, "invalid name %q; a name must be non-empty and an env name must not contain '='", key)
 					continue
 				}
+				cl.literal = cl.literal || !strings.Contains(vals[key], "${")
 				v, err := expandRefs(vals[key], p.lookup(f.key+"."+key))
 				if err != nil {
 					p.errorf("", field+"."+quoteName(key), "%v", err)

@@ -210,6 +210,21 @@ func TestClientScopeConfigErrorsNameTheClientAndField(t *testing.T) {
 	if strings.Contains(shown, "s3cr3t-value") || !strings.Contains(shown, `"GITHUB_TOKEN": "****"`) {
 		t.Errorf("-check shows %s, want alice's env value masked", shown)
 	}
+	// A client's values written in a config file others can read are
+	// warned of, as a server's are; references are not.
+	readable := filepath.Join(tokens, "config.json")
+	os.WriteFile(readable, []byte(`{}`), 0o644)
+	if w := secretWarnings(readable, c); len(w) != 0 {
+		t.Errorf("secretWarnings with a client's env from a reference = %q, want none", w)
+	}
+	lit, err := ParseConfig("config.json", []byte(`{"clients":{"alice":{"tokenFile":`+string(tf)+`,"env":{"a":{"GITHUB_TOKEN":"written-here"}}}},"mcpServers":{"a":{"command":"x","scope":"client"}}}`),
+		func(string) (string, bool) { return "", false }, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := secretWarnings(readable, lit); len(w) != 1 || !strings.Contains(w[0], "chmod 600") {
+		t.Errorf("secretWarnings with a client's env written in a readable file = %q, want one warning", w)
+	}
 	if s := c.Servers()[0]; s.maxInstances() != defaultMaxInstances || !strings.Contains(shown, `"maxInstances": 16`) {
 		t.Errorf("a client-scoped server's maxInstances = %d, want %d shown", s.maxInstances(), defaultMaxInstances)
 	}

@@ -226,6 +226,9 @@ func secretWarnings(path string, c *Config) []string {
 			hasEnv = hasEnv || !ref
 		}
 	}
+	for _, cl := range c.Clients {
+		hasEnv = hasEnv || cl != nil && cl.literal
+	}
 	if hasEnv && readable(path) {
 		out = append(out, fmt.Sprintf("%s holds env or header values, which are often secrets, and other users can read it; chmod 600 %s", path, path))
 	}
