@@ -85,6 +85,13 @@ func TestClientScopeGivesEachClientItsOwnProcessWithItsOwnEnvSharedByItsSessions
 		t.Errorf("health = %+v, want scope client, 2 instances", h)
 	}
 
+	// Each process carries a marker of its own, so that the sweep after one
+	// exits spares the other.
+	owners := tg.gw.scopes.pool(tg.gw.backendList()[0]).owners()
+	if ma, mb := owners["alice"].markerName(), owners["bob"].markerName(); ma == mb || !strings.HasPrefix(ma, "a#") || !strings.HasPrefix(mb, "a#") {
+		t.Errorf("markers %q and %q, want one of its own (a#N) for each client's process", ma, mb)
+	}
+
 	// The process lives while one of alice's sessions does.
 	pAlice := clientProcess(t, tg, "alice")
 	deleteSession(t, alice1)
