@@ -29,6 +29,45 @@ type ClientConfig struct {
 	// Profile names the profile, in "profiles", that says which servers and
 	// items the client sees. If empty, the client sees every server.
 	Profile string `json:"profile,omitempty"`
+	// Env maps a server's name to variables set, for this client's process
+	// of the server only, over the server's own env; Headers likewise to
+	// headers sent by this client's connection to a remote server. The
+	// server must have "scope": "client". Their values are resolved at
+	// load as a server's env and headers are (${NAME}, ${file:PATH}).
+	Env     map[string]map[string]string `json:"env,omitempty"`
+	Headers map[string]map[string]string `json:"headers,omitempty"`
+
+	// literal says one of Env's or Headers' values is written in the
+	// config rather than taken from a reference (-check warns of a config
+	// file others can read, then).
+	literal bool
+}
+
+// serverFor returns server s as client name's process of it runs: s
+// itself if the client sets nothing for it, else a copy with the client's
+// env and headers merged over the server's. cl may be nil.
+func (cl *ClientConfig) serverFor(s *ServerConfig) *ServerConfig {
+	if cl == nil || len(cl.Env[s.name]) == 0 && len(cl.Headers[s.name]) == 0 {
+		return s
+	}
+	c := *s
+	c.Env = merged(s.Env, cl.Env[s.name])
+	c.Headers = merged(s.Headers, cl.Headers[s.name])
+	return &c
+}
+
+// merged returns over's entries over base's, in a new map, or base if over
+// is empty.
+func merged(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, over)
+	return out
 }
 
 // ProfileConfig says which servers, and which of their tools, resources and
@@ -174,9 +213,16 @@ func tokenBits(token string) float64 {
 // token may equal.
 func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 	p.refuseUnknownFields("clients", clients, func() any { return new(ClientConfig) },
-		"a client's fields are tokenFile, tokenEnv and profile")
+		"a client's fields are tokenFile, tokenEnv, profile, env and headers")
 	p.refuseUnknownFields("profiles", profiles, func() any { return new(ProfileConfig) },
 		`a profile's fields are servers, readOnlyTools, maxInFlight, callsPerSecond and maxSessions; each server's, tools, resources and prompts; each of those, allow and deny`)
+	if len(c.Clients) == 0 {
+		for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
+			if s := c.MCPServers[name]; s != nil && s.clientScoped() {
+				p.errorf(name, "scope", `"client" runs a process per named client, and "clients" names none, so no caller could reach the server; add "clients", or write "session" (a process per session)`)
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		prof := c.Profiles[name]
 		field := "profiles." + quoteName(name)
@@ -225,6 +271,7 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		if cl.Profile != "" && c.Profiles[cl.Profile] == nil {
 			p.errorf("", field+".profile", "no profile is named %q in \"profiles\"; add it, or name one of %q", cl.Profile, slices.Sorted(maps.Keys(c.Profiles)))
 		}
+		p.clientServerValues(c, name, cl)
 		token, tokenField := p.readClientToken(name, cl)
 		if token == "" {
 			continue
@@ -239,6 +286,51 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		}
 		seen[token] = "client " + quoteName(name)
 		c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
+	}
+}
+
+// clientServerValues checks and resolves client name's env and headers:
+// each names a server with "scope": "client" (env a local one, headers a
+// remote one), and its values' references are resolved in place as a
+// server's are.
+func (p *parser) clientServerValues(c *Config, name string, cl *ClientConfig) {
+	for _, f := range []struct {
+		key    string
+		values map[string]map[string]string
+		remote bool
+	}{{"env", cl.Env, false}, {"headers", cl.Headers, true}} {
+		for _, server := range slices.Sorted(maps.Keys(f.values)) {
+			field := "clients." + quoteName(name) + "." + f.key + "." + quoteName(server)
+			s := c.MCPServers[server]
+			switch {
+			case s == nil:
+				p.errorf("", field, "no server is named %q in mcpServers; name one of those", server)
+				continue
+			case !s.clientScoped():
+				p.errorf("", field, `server %q is not "scope": "client", so its one process is shared and cannot take one client's %s; add "scope": "client" to the server, or set the value in the server's own %s`, server, f.key, f.key)
+				continue
+			case f.remote && s.URL == "":
+				p.errorf("", field, `server %q is local (with "command"): a client's values for it go in "env"`, server)
+				continue
+			case !f.remote && s.URL != "":
+				p.errorf("", field, `server %q is remote (with "url"): a client's values for it go in "headers"`, server)
+				continue
+			}
+			vals := f.values[server]
+			for _, key := range slices.Sorted(maps.Keys(vals)) {
+				if key == "" || !f.remote && strings.Contains(key, "=") {
+					p.errorf("", field, "invalid name %q; a name must be non-empty and an env name must not contain '='", key)
+					continue
+				}
+				cl.literal = cl.literal || !strings.Contains(vals[key], "${")
+				v, err := expandRefs(vals[key], p.lookup(f.key+"."+key))
+				if err != nil {
+					p.errorf("", field+"."+quoteName(key), "%v", err)
+					continue
+				}
+				vals[key] = v
+			}
+		}
 	}
 }
 

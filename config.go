@@ -257,11 +257,13 @@ type ServerConfig struct {
 	// MaxInFlight overrides Config.MaxInFlight for this server.
 	MaxInFlight int `json:"maxInFlight"`
 
-	// Scope is "shared" (one process for every session) or "session" (a
-	// process per client session; see scope.go). If empty, "shared".
+	// Scope is "shared" (one process for every session), "session" (a
+	// process per client session) or "client" (a process per named client,
+	// shared by its sessions; see scope.go). If empty, "shared".
 	Scope string `json:"scope,omitempty"`
 
-	// MaxInstances bounds the processes of a session-scoped server. If
+	// MaxInstances bounds the processes of a session- or client-scoped
+	// server. If
 	// zero, defaultMaxInstances.
 	MaxInstances int `json:"maxInstances,omitempty"`
 
@@ -782,6 +784,7 @@ func (a *AdminConfig) UnmarshalJSON(data []byte) error {
 const (
 	scopeShared  = "shared"  // one process for every session (the default)
 	scopeSession = "session" // one process per session
+	scopeClient  = "client"  // one process per named client
 )
 
 // defaultMaxInstances bounds the processes of one session-scoped server
@@ -791,6 +794,13 @@ const defaultMaxInstances = 16
 
 // sessionScoped reports whether the server runs a process per session.
 func (s *ServerConfig) sessionScoped() bool { return s.Scope == scopeSession }
+
+// clientScoped reports whether the server runs a process per named client.
+func (s *ServerConfig) clientScoped() bool { return s.Scope == scopeClient }
+
+// scoped reports whether the server runs a process per session or per
+// client: a pool of processes (scope.go) rather than one.
+func (s *ServerConfig) scoped() bool { return s.sessionScoped() || s.clientScoped() }
 
 // maxInstances returns the bound on the server's processes: its
 // maxInstances, or defaultMaxInstances if zero.

@@ -44,6 +44,17 @@ func (c *Config) resolved() []byte {
 	for name, s := range c.MCPServers {
 		out.MCPServers[name] = c.shownServer(s)
 	}
+	if len(c.Clients) > 0 {
+		out.Clients = map[string]*ClientConfig{}
+		for name, cl := range c.Clients {
+			if cl == nil {
+				continue
+			}
+			shown := *cl
+			shown.Env, shown.Headers = maskedValues(cl.Env), maskedValues(cl.Headers)
+			out.Clients[name] = &shown
+		}
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
@@ -64,6 +75,24 @@ type shownConfig struct {
 	Audit      AuditConfig            `json:"audit,omitzero"`
 	CacheDir   string                 `json:"cacheDir"`
 	MCPServers map[string]shownServer `json:"mcpServers"`
+	// Clients are shown with their env and headers values masked.
+	Clients map[string]*ClientConfig `json:"clients,omitempty"`
+}
+
+// maskedValues returns a client's env or headers, by server, with each
+// value masked.
+func maskedValues(byServer map[string]map[string]string) map[string]map[string]string {
+	if byServer == nil {
+		return nil
+	}
+	out := map[string]map[string]string{}
+	for server, vals := range byServer {
+		out[server] = map[string]string{}
+		for k := range vals {
+			out[server][k] = secretMask
+		}
+	}
+	return out
 }
 
 // shownServer is a server entry as -check prints it: each of its fields
@@ -73,7 +102,7 @@ type shownServer struct {
 	*ServerConfig
 	Type         string `json:"type"`
 	Scope        string `json:"scope"`
-	MaxInstances int    `json:"maxInstances,omitempty"` // with "scope": "session" only
+	MaxInstances int    `json:"maxInstances,omitempty"` // with "scope": "session" or "client" only
 	IdleStop     string `json:"idleStop"`
 	Limits       any    `json:"limits,omitempty"`
 	Sandbox      any    `json:"sandbox,omitempty"`
@@ -129,7 +158,7 @@ func (c *Config) shownServer(s *ServerConfig) shownServer {
 		}
 	}
 	out := shownServer{ServerConfig: &r, Type: cmp.Or(s.Type, "stdio"), Scope: cmp.Or(s.Scope, scopeShared), IdleStop: shownIdleStop(r.IdleStop)}
-	if s.sessionScoped() {
+	if s.scoped() {
 		out.MaxInstances = cmp.Or(s.MaxInstances, defaultMaxInstances)
 	}
 	limits, sandbox := c.limits(s), c.sandbox(s)
@@ -196,6 +225,9 @@ func secretWarnings(path string, c *Config) []string {
 			_, ref := s.shown["headers."+k]
 			hasEnv = hasEnv || !ref
 		}
+	}
+	for _, cl := range c.Clients {
+		hasEnv = hasEnv || cl != nil && cl.literal
 	}
 	if hasEnv && readable(path) {
 		out = append(out, fmt.Sprintf("%s holds env or header values, which are often secrets, and other users can read it; chmod 600 %s", path, path))

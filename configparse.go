@@ -761,23 +761,23 @@ func (p *parser) validateAdmin(c *Config) {
 // validateScope checks the server's scope and maxInstances.
 func (p *parser) validateScope(name string, s *ServerConfig) {
 	switch s.Scope {
-	case "", scopeShared, scopeSession:
+	case "", scopeShared, scopeSession, scopeClient:
 	default:
-		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default) or "session" (a process per client session)`, s.Scope)
+		p.errorf(name, "scope", `unknown scope %q; write "shared" (one process for every client, the default), "session" (a process per client session) or "client" (a process per named client)`, s.Scope)
 	}
 	if s.sessionScoped() && s.URL != "" {
 		p.errorf(name, "scope", `"session" needs a "command": a remote server ("url") keeps its sessions itself; remove "scope"`)
 	}
-	if s.sessionScoped() && s.Prerequisite != nil {
+	if s.scoped() && s.Prerequisite != nil {
 		// A managed prerequisite lives as long as one run of its server, so
 		// the first session's process to stop would stop the prerequisite
 		// every other session's process uses.
-		p.errorf(name, "prerequisite", `cannot go with "scope": "session": each session's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`)
+		p.errorf(name, "prerequisite", `cannot go with "scope": %q: each %s's process would start and stop it under the others; run it as a server's prerequisite with the default scope, or start it yourself`, s.Scope, s.Scope)
 	}
 	switch {
 	case s.MaxInstances < 0:
 		p.errorf(name, "maxInstances", "must not be negative, got %d; use a positive number, or remove the key for %d", s.MaxInstances, defaultMaxInstances)
-	case s.MaxInstances > 0 && !s.sessionScoped():
-		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session", and this server's scope is shared; add "scope": "session", or remove the key`)
+	case s.MaxInstances > 0 && !s.scoped():
+		p.errorf(name, "maxInstances", `bounds the processes of a server with "scope": "session" or "client", and this server's scope is shared; add "scope", or remove the key`)
 	}
 }

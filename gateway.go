@@ -309,6 +309,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	g.audit.configure(cfg)
 	g.rebuildCatalog()
 	g.sessions.endRemoved(acc, g.log)
+	g.scopes.reconfigure(cfg)
 
 	// Old processes go first, so that a changed server never runs twice.
 	var wg sync.WaitGroup
@@ -377,8 +378,8 @@ func (g *Gateway) newServer(cfg *Config, s *ServerConfig) *backend {
 		b.lineBufs = &g.lineBufs
 		return b
 	}
-	if s.sessionScoped() {
-		return g.scopes.newCatalog(build)
+	if s.scoped() {
+		return g.scopes.newCatalog(s.clientScoped(), build)
 	}
 	return build(g.events)
 }

@@ -30,8 +30,9 @@ type health struct {
 	Resources int `json:"resources"`
 	Templates int `json:"resourceTemplates"`
 
-	// Scope is "session" for a session-scoped server, whose Instances are
-	// its processes, one per session (scope.go); else both are left out.
+	// Scope is "session" or "client" for a session- or client-scoped
+	// server, whose Instances are its processes, one per session or client
+	// (scope.go); else both are left out.
 	Scope     string `json:"scope,omitempty"`
 	Instances *int64 `json:"instances,omitempty"`
 }
@@ -40,9 +41,9 @@ type health struct {
 // session-scoped server whose state is state, with its scope and number of
 // processes. Once its probe has listed it, the server is ready: a
 // session's call starts a process of its own. The caller holds b.mu.
-func (sc *backendScope) reportScope(h *health, state backendState) {
+func (sc *backendScope) reportScope(h *health, state backendState, scope string) {
 	n := sc.instances.Load()
-	h.Scope, h.Instances = scopeSession, &n
+	h.Scope, h.Instances = scope, &n
 	if state == stateStopped && sc.listed.Load() {
 		h.State, h.Error, h.LastExit, h.Stderr = stateReady, "", "", nil
 	}

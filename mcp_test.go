@@ -32,6 +32,7 @@ type peer struct {
 
 	// HTTP
 	url, sid string
+	auth     string // the Authorization header it sends, if any
 
 	// stdio
 	in      io.Writer
@@ -47,8 +48,14 @@ const fullCaps = `{"sampling":{},"elicitation":{},"roots":{"listChanged":true}}`
 // its GET stream.
 func newHTTPPeer(t testing.TB, url, caps string) *peer {
 	t.Helper()
-	p := &peer{t: t, name: "http", url: url, notes: make(chan *wireMsg, 1000)}
-	c := &client{t: t, url: url}
+	return newHTTPPeerWith(t, url, caps, "")
+}
+
+// newHTTPPeerWith is newHTTPPeer sending auth as the Authorization header.
+func newHTTPPeerWith(t testing.TB, url, caps, auth string) *peer {
+	t.Helper()
+	p := &peer{t: t, name: "http", url: url, auth: auth, notes: make(chan *wireMsg, 1000)}
+	c := &client{t: t, url: url, auth: auth}
 	resp, body := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"test","version":"1"}}}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("initialize: %s %s", resp.Status, body)
@@ -60,6 +67,9 @@ func newHTTPPeer(t testing.TB, url, caps string) *peer {
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Session-Id", p.sid)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	stream, err := http.DefaultClient.Do(req)
 	if err != nil || stream.StatusCode != 200 {
 		t.Fatalf("GET stream = %v, %v", stream, err)
@@ -182,7 +192,7 @@ func (p *peer) send(line string) {
 		}
 		return
 	}
-	c := &client{t: p.t, url: p.url, sid: p.sid}
+	c := &client{t: p.t, url: p.url, sid: p.sid, auth: p.auth}
 	if resp, body := c.post(line); resp.StatusCode != 202 {
 		p.t.Errorf("POST %s = %s %s, want 202", line, resp.Status, body)
 	}
@@ -229,6 +239,9 @@ func (p *peer) callID(id, method, params string) (*wireMsg, []*wireMsg) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", p.sid)
+	if p.auth != "" {
+		req.Header.Set("Authorization", p.auth)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		p.t.Fatalf("POST %s: %v", line, err)

@@ -26,6 +26,17 @@ import (
 // sessionEvents, which pass what it says to that session only, and it
 // marks its processes with a name of its own (name#N), so that its sweep
 // spares the other sessions' processes of the server.
+//
+// A server with "scope": "client" is built the same way, but its processes
+// belong to named clients rather than sessions: the first call of any of a
+// client's sessions starts the client's process, with the client's own env
+// and headers merged over the server's (ClientConfig.serverFor); the
+// client's other sessions share it; it is stopped when the last of them
+// ends, when a reload removes the client or changes its env or headers for
+// the server, and with corral. A session with no named client gets
+// errNeedsClient: the server's processes carry one client's secrets each,
+// and there is none to choose. What such a process sends goes to its
+// client's sessions alone (clientEvents).
 
 // counted returns the call metrics that count b's calls: a session's
 // backend's count as its server's.
@@ -104,9 +115,9 @@ func (ss *scopedServers) all() []*instancePool {
 	return out
 }
 
-// instancePool is one session-scoped server's processes: its catalog
-// backend, and a backend per session that called it. Its methods are safe
-// for concurrent use.
+// instancePool is one session- or client-scoped server's processes: its
+// catalog backend, and a backend per owner that called it: per session, or
+// per named client. Its methods are safe for concurrent use.
 //
 // Lock order: mu, then a session's mu (read in tryGet); no other lock is
 // taken while mu is held.
@@ -115,11 +126,22 @@ type instancePool struct {
 	catalog *backend
 	log     *slog.Logger
 
-	mu        sync.Mutex
-	bySession map[*session]*backend
-	lastCall  map[*session]time.Time // when each session's last call to the server began
-	next      int                    // the number of the last session's backend
-	closed    bool                   // stop began: no backend starts any more
+	// perClient says the owners are named clients ("scope": "client"):
+	// each owner key is a client's name, else a *session.
+	perClient bool
+
+	mu       sync.Mutex
+	byOwner  map[any]*backend
+	lastCall map[any]time.Time // when each owner's last call to the server began
+	// members are, by client, the sessions that called the client's
+	// process and have not ended (perClient only): it is stopped when the
+	// last one ends.
+	members map[string]map[*session]bool
+	// values are, by client, the env and headers its process was started
+	// with (perClient only), to tell whether a reload changed them.
+	values map[string]string
+	next   int  // the number of the last session's backend
+	closed bool // stop began: no backend starts any more
 	// stopping counts the backends of ended sessions (and, once stop
 	// began, every backend) still being stopped: their processes count
 	// against maxInstances until they are gone.
@@ -134,8 +156,9 @@ type instancePool struct {
 
 // newCatalog returns the catalog backend of a session-scoped server, with
 // its pool: build makes it, not started, reporting to events.
-func (ss *scopedServers) newCatalog(build func(events backendEvents) *backend) *backend {
-	p := &instancePool{ss: ss, log: ss.log, bySession: map[*session]*backend{}, lastCall: map[*session]time.Time{}, freed: make(chan struct{})}
+func (ss *scopedServers) newCatalog(perClient bool, build func(events backendEvents) *backend) *backend {
+	p := &instancePool{ss: ss, log: ss.log, perClient: perClient, byOwner: map[any]*backend{}, lastCall: map[any]time.Time{},
+		members: map[string]map[*session]bool{}, values: map[string]string{}, freed: make(chan struct{})}
 	p.catalog = build(probeEvents{ss.events, p})
 	p.catalog.scope = &backendScope{}
 	ss.add(p)
@@ -156,7 +179,15 @@ func (ss *scopedServers) stopSessions(b *backend, hurry <-chan struct{}, why str
 // per request would start (and hand-shake) a server for every call.
 func errNeedsSession(b *backend) *wireError {
 	return &wireError{Code: codeMethodNotFound, Message: fmt.Sprintf(
-		`server %q has "scope": "session": each of its processes belongs to one client session, and a 2026-07-28 request has none; call it in a session (initialize with protocol version 2025-11-25 or earlier), or give it "scope": "shared"`, b.name)}
+		`server %q has "scope": %q: each of its processes belongs to one client session or client, and a 2026-07-28 request has no session to keep it alive; call it in a session (initialize with protocol version 2025-11-25 or earlier), or give it "scope": "shared"`, b.name, b.cfg.Scope)}
+}
+
+// errNeedsClient answers a request of a session with no named client to a
+// client-scoped server: its processes each carry one client's env and
+// headers, and the session is none's.
+func errNeedsClient(b *backend, who principal) *wireError {
+	return &wireError{Code: codeInvalidRequest, Message: fmt.Sprintf(
+		`server %q has "scope": "client": it runs a process per named client, with that client's env and headers, and this caller (%s) names no client; call it with a named client's bearer token (see "clients"), or give the server "scope": "session" or "shared"`, b.name, who.name)}
 }
 
 // forSession returns the backend that serves session s's requests to server
@@ -168,6 +199,9 @@ func errNeedsSession(b *backend) *wireError {
 func (ss *scopedServers) forSession(ctx context.Context, s *session, modern bool, b *backend) (*backend, *wireError) {
 	if b.scope == nil {
 		return b, nil
+	}
+	if b.cfg.clientScoped() && s.who.client == "" {
+		return nil, errNeedsClient(b, s.who)
 	}
 	if modern {
 		return nil, errNeedsSession(b)
@@ -222,17 +256,25 @@ func (p *instancePool) get(ctx context.Context, s *session) (*backend, *wireErro
 func (p *instancePool) tryGet(s *session, within time.Duration) (*backend, <-chan struct{}, *wireError) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if b := p.bySession[s]; b != nil {
-		p.lastCall[s] = time.Now()
+	key := p.owner(s)
+	ended := s.hasEnded()
+	if b := p.byOwner[key]; b != nil && !(p.perClient && ended) {
+		p.lastCall[key] = time.Now()
+		p.join(s)
 		return b, nil, nil
 	}
-	ended := s.hasEnded()
 	c := p.catalog
 	switch max := c.cfg.maxInstances(); {
 	case p.closed:
 		return nil, nil, unavailable("server %q was stopped; call again", c.name)
 	case ended:
 		return nil, nil, &wireError{Code: codeInternalError, Message: "the client's session has ended"}
+	case c.scope.instances.Load() >= int64(max) && p.perClient:
+		werr := unavailable(`server %q has "scope": "client" and runs %d processes, one per client, the limit (maxInstances); corral starts one for client %s once another client's sessions end, or raise maxInstances`, c.name, max, quoteName(s.who.client))
+		if p.stopping > 0 {
+			return nil, p.freed, werr
+		}
+		return nil, nil, werr
 	case c.scope.instances.Load() >= int64(max):
 		werr := unavailable(`server %q has "scope": "session" and runs %d processes, one per session, the limit (maxInstances); corral starts one for this session once another session ends, or raise maxInstances`, c.name, max)
 		var soon time.Duration
@@ -252,14 +294,53 @@ func (p *instancePool) tryGet(s *session, within time.Duration) (*backend, <-cha
 		return nil, nil, werr
 	}
 	p.next++
-	b := newBackend(sessionEvents{p.ss, s}, p.log.With("instance", p.next), c.instance, c.reaper, c.cgroups, c.gcfg, c.cfg)
+	var events backendEvents = sessionEvents{p.ss, s}
+	cfg, log := c.cfg, p.log.With("instance", p.next)
+	if p.perClient {
+		events = clientEvents{p.ss, p, s.who.client}
+		cfg = p.ss.config().Clients[s.who.client].serverFor(c.cfg)
+		p.values[s.who.client] = clientValues(cfg)
+		log = log.With("client", s.who.client)
+	}
+	b := newBackend(events, log, c.instance, c.reaper, c.cgroups, c.gcfg, cfg)
 	b.scope = &backendScope{marker: fmt.Sprintf("%s#%d", c.name, p.next), catalog: c}
 	b.lineBufs = c.lineBufs
 	c.scope.instances.Add(1)
-	p.bySession[s] = b
-	p.lastCall[s] = time.Now()
+	p.byOwner[key] = b
+	p.lastCall[key] = time.Now()
+	p.join(s)
 	b.start()
 	return b, nil, nil
+}
+
+// owner returns the key of session s's process in the pool: its client's
+// name for a client-scoped server, else s.
+func (p *instancePool) owner(s *session) any {
+	if p.perClient {
+		return s.who.client
+	}
+	return s
+}
+
+// join counts s among its client's sessions that use the client's process,
+// for a client-scoped server. p.mu is held.
+func (p *instancePool) join(s *session) {
+	if !p.perClient {
+		return
+	}
+	m := p.members[s.who.client]
+	if m == nil {
+		m = map[*session]bool{}
+		p.members[s.who.client] = m
+	}
+	m[s] = true
+}
+
+// clientValues returns what of cfg, a client's process's server config,
+// a reload that changes restarts the process: its env and headers (fmt
+// prints maps sorted).
+func clientValues(cfg *ServerConfig) string {
+	return fmt.Sprint(cfg.Env, cfg.Headers)
 }
 
 // reclaimIdle frees, for a session that waits for a slot, the slot of the
@@ -275,7 +356,8 @@ func (p *instancePool) tryGet(s *session, within time.Duration) (*backend, <-cha
 func (p *instancePool) reclaimIdle(idle time.Duration) (soon time.Duration) {
 	var victim *session
 	var oldest time.Time
-	for s := range p.bySession {
+	for key := range p.byOwner {
+		s := key.(*session) // never called for a client-scoped server
 		if s.inFlight() > 0 {
 			continue
 		}
@@ -293,8 +375,8 @@ func (p *instancePool) reclaimIdle(idle time.Duration) (soon time.Duration) {
 	if victim == nil {
 		return soon
 	}
-	b := p.bySession[victim]
-	delete(p.bySession, victim)
+	b := p.byOwner[victim]
+	delete(p.byOwner, victim)
 	delete(p.lastCall, victim)
 	p.stopping++
 	why := fmt.Sprintf("was stopped: its session made no call to it for %s (sessionIdleTimeout) and another session needs its place (maxInstances); the session's next call starts a new process", idle)
@@ -311,7 +393,19 @@ func (p *instancePool) reclaimIdle(idle time.Duration) (soon time.Duration) {
 func (p *instancePool) lookup(s *session) *backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.bySession[s]
+	return p.byOwner[p.owner(s)]
+}
+
+// sessionsOf returns the sessions of client that use its process, for a
+// client-scoped server.
+func (p *instancePool) sessionsOf(client string) []*session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*session, 0, len(p.members[client]))
+	for s := range p.members[client] {
+		out = append(out, s)
+	}
+	return out
 }
 
 // background runs f on a goroutine that stop joins, and reports whether it
@@ -331,12 +425,30 @@ func (p *instancePool) background(f func()) bool {
 }
 
 // end stops session s's backend of the server, if any, with the stop
-// ladder, in the background: it does not block.
+// ladder, in the background: it does not block. For a client-scoped
+// server, s leaves its client's sessions, and the client's process is
+// stopped only if s was the last of them.
 func (p *instancePool) end(s *session) {
+	why := "was stopped: its client's session ended"
 	p.mu.Lock()
-	b := p.bySession[s]
-	delete(p.bySession, s)
-	delete(p.lastCall, s)
+	key := p.owner(s)
+	if p.perClient {
+		m := p.members[s.who.client]
+		if !m[s] {
+			p.mu.Unlock()
+			return
+		}
+		delete(m, s)
+		if len(m) > 0 {
+			p.mu.Unlock()
+			return
+		}
+		delete(p.members, s.who.client)
+		why = "was stopped: the last session of its client ended"
+	}
+	b := p.byOwner[key]
+	delete(p.byOwner, key)
+	delete(p.lastCall, key)
 	if b != nil {
 		p.stopping++
 	}
@@ -344,8 +456,50 @@ func (p *instancePool) end(s *session) {
 	if b == nil {
 		return
 	}
-	if !p.background(func() { p.retire(b, nil, "was stopped: its client's session ended") }) {
-		p.retire(b, nil, "was stopped: its client's session ended") // stop is stopping the others
+	p.retireBackground(b, why)
+}
+
+// retireBackground retires b, counted in stopping, in the background, or
+// at once once stop began (it is stopping the others).
+func (p *instancePool) retireBackground(b *backend, why string) {
+	if !p.background(func() { p.retire(b, nil, why) }) {
+		p.retire(b, nil, why)
+	}
+}
+
+// reconfigure stops, for a client-scoped server, the process of each
+// client that cfg, the config a reload put in force, no longer has or
+// gives other env or headers for the server: the client's next call
+// starts one with its new values. Its sessions stay its members.
+func (p *instancePool) reconfigure(cfg *Config) {
+	if !p.perClient {
+		return
+	}
+	var gone []*backend
+	p.mu.Lock()
+	for key, b := range p.byOwner {
+		client := key.(string)
+		cl, ok := cfg.Clients[client]
+		if ok && clientValues(cl.serverFor(p.catalog.cfg)) == p.values[client] {
+			continue
+		}
+		delete(p.byOwner, key)
+		delete(p.lastCall, key)
+		delete(p.values, client)
+		p.stopping++
+		gone = append(gone, b)
+	}
+	p.mu.Unlock()
+	for _, b := range gone {
+		p.retireBackground(b, "was stopped by a reload that changed or removed its client's env or headers for it; the client's next call starts it again")
+	}
+}
+
+// reconfigure restarts the client-scoped servers' processes whose client's
+// values cfg changed (see instancePool.reconfigure).
+func (ss *scopedServers) reconfigure(cfg *Config) {
+	for _, p := range ss.all() {
+		p.reconfigure(cfg)
 	}
 }
 
@@ -368,8 +522,9 @@ func (p *instancePool) retire(b *backend, hurry <-chan struct{}, why string) {
 func (p *instancePool) stop(hurry <-chan struct{}, why string) {
 	p.mu.Lock()
 	p.closed = true
-	all := p.bySession
-	p.bySession = map[*session]*backend{}
+	all := p.byOwner
+	p.byOwner = map[any]*backend{}
+	p.members = map[string]map[*session]bool{}
 	p.stopping += len(all)
 	p.mu.Unlock()
 	p.catalog.scope.listed.Store(false)
@@ -487,20 +642,36 @@ func (se sessionEvents) subscribedURIs(server string) []string {
 // for the level its session wants.
 func (ss *scopedServers) applyLogLevels() {
 	for _, p := range ss.all() {
-		for s, b := range p.owners() {
-			_, level := s.client()
-			b.setLogLevel(level)
+		for key, b := range p.owners() {
+			if s, ok := key.(*session); ok {
+				_, level := s.client()
+				b.setLogLevel(level)
+			} else if level := p.clientLevel(key.(string)); level != "" {
+				b.setLogLevel(level)
+			}
 		}
 	}
 }
 
-// owners returns every session's backend of the server, by session.
-func (p *instancePool) owners() map[*session]*backend {
+// clientLevel returns the most verbose log level that one of client's
+// sessions asked for, or "" if none asked.
+func (p *instancePool) clientLevel(client string) string {
+	best := ""
+	for _, s := range p.sessionsOf(client) {
+		if _, level := s.client(); level != "" && (best == "" || slices.Index(logLevels, level) < slices.Index(logLevels, best)) {
+			best = level
+		}
+	}
+	return best
+}
+
+// owners returns every owner's backend of the server, by owner key.
+func (p *instancePool) owners() map[any]*backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[*session]*backend, len(p.bySession))
-	for s, b := range p.bySession {
-		out[s] = b
+	out := make(map[any]*backend, len(p.byOwner))
+	for k, b := range p.byOwner {
+		out[k] = b
 	}
 	return out
 }
@@ -534,9 +705,106 @@ func (ss *scopedServers) subscribe(ctx context.Context, s *session, b *backend, 
 func (ss *scopedServers) unsubscribe(ctx context.Context, s *session, b *backend, key subKey) (any, error) {
 	ss.subs.drop(key, s)
 	if p := ss.pool(b); p != nil {
-		if inst := p.lookup(s); inst != nil {
+		if inst := p.lookup(s); inst != nil && !p.anotherSubscribes(s, key) {
 			inst.unsubscribe(ctx, key.uri)
 		}
 	}
 	return struct{}{}, nil
+}
+
+// anotherSubscribes reports whether a session other than s that shares
+// s's process (a session of the same client, for a client-scoped server)
+// is still subscribed to key: the process keeps the subscription for it.
+func (p *instancePool) anotherSubscribes(s *session, key subKey) bool {
+	if !p.perClient {
+		return false
+	}
+	for _, o := range p.sessionsOf(s.who.client) {
+		if o != s && slices.Contains(p.ss.subs.keysOf(o), key) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientEvents are what a named client's process of a client-scoped
+// server reports to: what the server sends goes to that client's sessions
+// alone, never to another client's.
+type clientEvents struct {
+	ss     *scopedServers
+	pool   *instancePool
+	client string
+}
+
+var _ backendEvents = clientEvents{}
+
+func (ce clientEvents) backendChanged()                                           {}
+func (ce clientEvents) stateChanged(*backend, backendState, backendState, string) {}
+
+// backendReady brings a new run up to date with the client's sessions:
+// the most verbose log level one asked for, and their subscriptions.
+func (ce clientEvents) backendReady(b *backend, m *mux) {
+	ce.ss.tasks.forgetWhere(func(tk *task) bool { return tk.b == b && tk.run != m })
+	b.catchUp(m, ce.pool.clientLevel(ce.client), func() []string { return ce.subscribedURIs(b.name) })
+}
+
+// serverRequest passes the server's request to the client: to the session
+// whose call is in flight, as for a shared server; with none in flight, on
+// the stream of one of the client's sessions.
+func (ce clientEvents) serverRequest(b *backend, m *mux, msg *wireMsg) {
+	info, known := methods[msg.Method]
+	sessions := ce.pool.sessionsOf(ce.client)
+	if len(m.callers()) > 0 || !known || info.from != fromServer || info.notification || len(sessions) == 0 {
+		ce.ss.requests.serverRequest(b, m, msg)
+		return
+	}
+	s := sessions[0]
+	caps, _ := s.client()
+	rel := &related{s: s, caps: caps}
+	rel.setSend(s.send)
+	ce.ss.requests.passRequest(b, m, msg, rel)
+}
+
+// serverLog passes the server's log message to each of the client's
+// sessions that asked for messages of its level.
+func (ce clientEvents) serverLog(b *backend, params json.RawMessage) {
+	note, level := logNote(b, params)
+	if note == nil {
+		return
+	}
+	for _, s := range ce.pool.sessionsOf(ce.client) {
+		_, wanted := s.client()
+		if want := slices.Index(logLevels, wanted); want >= 0 && want <= level {
+			s.send(note)
+		}
+	}
+}
+
+// resourceUpdated passes the update to each of the client's sessions that
+// subscribed to the resource.
+func (ce clientEvents) resourceUpdated(b *backend, params json.RawMessage) {
+	for _, s := range ce.pool.sessionsOf(ce.client) {
+		ce.ss.subs.tellUpdated(b.name, params, s)
+	}
+}
+
+func (ce clientEvents) serverCancelled(m *mux, params json.RawMessage) {
+	ce.ss.requests.serverCancelled(m, params)
+}
+
+func (ce clientEvents) taskStatus(b *backend, params json.RawMessage) { ce.ss.tasks.status(b, params) }
+
+// subscribedURIs returns the server's own URIs of the client's sessions'
+// subscriptions to server's resources, each once.
+func (ce clientEvents) subscribedURIs(server string) []string {
+	var uris []string
+	for _, s := range ce.pool.sessionsOf(ce.client) {
+		for _, key := range ce.ss.subs.keysOf(s) {
+			if key.server == server && !slices.Contains(uris, key.uri) {
+				uris = append(uris, key.uri)
+			}
+		}
+	}
+	slices.Sort(uris)
+	return uris
 }

@@ -52,6 +52,9 @@ func deleteSession(t *testing.T, c *client) {
 	t.Helper()
 	req, _ := http.NewRequest("DELETE", c.url, nil)
 	req.Header.Set("Mcp-Session-Id", c.sid)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE = %v, %v", resp, err)
@@ -247,7 +250,7 @@ func TestSessionScopeRefusesModernRequestsAndShutdownLeavesNothing(t *testing.T)
 
 func TestScopeConfigErrorsNameTheServerAndField(t *testing.T) {
 	for _, tc := range []struct{ name, entry, want string }{
-		{"an unknown scope", `{"command":"x","scope":"client"}`, `mcpServers.a.scope: unknown scope "client"`},
+		{"an unknown scope", `{"command":"x","scope":"clients"}`, `mcpServers.a.scope: unknown scope "clients"`},
 		{"a negative maxInstances", `{"command":"x","scope":"session","maxInstances":-1}`, `mcpServers.a.maxInstances: must not be negative`},
 		{"maxInstances on a shared server", `{"command":"x","maxInstances":3}`, `mcpServers.a.maxInstances: bounds the processes of a server with "scope": "session"`},
 		{"a session-scoped remote server", `{"url":"http://h/mcp","scope":"session"}`, `mcpServers.a.scope: "session" needs a "command"`},

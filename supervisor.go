@@ -962,7 +962,7 @@ func (b *backend) health() health {
 		h.Error = b.lastErr
 	}
 	if b.scope != nil && b.scope.catalog == nil {
-		b.scope.reportScope(&h, b.state)
+		b.scope.reportScope(&h, b.state, b.cfg.Scope)
 	}
 	return h
 }

@@ -201,7 +201,8 @@
 //	echo {text: string, delay_ms?: int}
 //		After delay_ms milliseconds, answer text.
 //	whoami {}
-//		Answer the JSON text {"name":NAME,"pid":PID}.
+//		Answer the JSON text {"name":NAME,"pid":PID}, with "env":VALUE too
+//		when the environment variable WHOAMI_VALUE is set (to VALUE).
 //	sleep {ms: int}
 //		After ms milliseconds, answer "slept".
 //	hang {}

@@ -55,7 +55,7 @@ func (s *server) addTools() {
 		"text":     {"string", "Text to answer."},
 		"delay_ms": integer("Milliseconds to wait before answering."),
 	}, s.echo)
-	add("whoami", `Answers {"name":NAME,"pid":PID} as text.`, nil, s.whoami)
+	add("whoami", `Answers {"name":NAME,"pid":PID} as text, with "env":VALUE when $WHOAMI_VALUE is set.`, nil, s.whoami)
 	add("sleep", `Answers "slept" after the given time, unless cancelled.`, map[string]property{
 		"ms": integer("Milliseconds to sleep."),
 	}, s.sleep)
@@ -186,7 +186,8 @@ func (s *server) whoami(c *call, args json.RawMessage) {
 	b, err := json.Marshal(struct {
 		Name string `json:"name"`
 		PID  int    `json:"pid"`
-	}{s.opts.name, s.pid})
+		Env  string `json:"env,omitempty"`
+	}{s.opts.name, s.pid, os.Getenv("WHOAMI_VALUE")})
 	if err != nil {
 		panic(err) // cannot happen
 	}
