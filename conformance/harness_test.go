@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -165,7 +167,46 @@ type serverSpec struct {
 	typ       string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
 	limits    limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
 	noNetwork bool     // the gateway is to run the server without network (setting "noNetwork")
-	scope     string   // "session": a process of the server per client session (setting "sessionScope")
+	scope     string   // "session": a process of the server per client session (setting "sessionScope"); "client": per named client (setting "clientScope")
+}
+
+// clientSpec is a named client a case asks the gateway to know (setting
+// "clients"): the suite makes its bearer token and writes it to a file.
+type clientSpec struct {
+	name    string
+	profile string                       // the profile it sees (setting "profiles"); "" for everything
+	env     map[string]map[string]string // server -> variable -> value for its process of a "client"-scoped server (setting "clientScope")
+}
+
+// profileSpec is a profile (setting "profiles"): the servers it shows, each
+// with the tools it shows of it (as the server names them; none: all).
+type profileSpec struct {
+	name    string
+	servers []templateProfileServer
+}
+
+// templateClient is a named client as config templates see it.
+type templateClient struct {
+	Name      string
+	Token     string // its bearer token
+	TokenFile string // a file holding Token (absolute)
+	Profile   string // its profile's name, or ""
+	// Env maps a server's name to variables for the client's own process
+	// of that server; nil for none.
+	Env map[string]map[string]string
+}
+
+// templateProfile is a profile as config templates see it.
+type templateProfile struct {
+	Name    string
+	Servers []templateProfileServer
+}
+
+// templateProfileServer is a server a profile shows, and which of its tools
+// (as the server names them); Tools empty shows them all.
+type templateProfileServer struct {
+	Name  string
+	Tools []string
 }
 
 // templateServer is a server as config templates see it.
@@ -202,6 +243,9 @@ type templateData struct {
 	Server, Tool                      string // for toolName
 	Prefix                            string // for toolName: the server's prefix, if any
 	Prompt, URI                       string // for promptName and resourceURI
+	Clients                           []templateClient  // named clients (setting "clients")
+	Profiles                          []templateProfile // profiles (setting "profiles")
+	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
 }
 
 // options are the gateway settings a case needs. A zero field is left to the
@@ -210,6 +254,9 @@ type templateData struct {
 type options struct {
 	timeout, stopGrace, restartDelay, shutdownTimeout time.Duration
 	startTimeout, writeTimeout                        time.Duration
+	clients                                           []clientSpec  // setting "clients"
+	profiles                                          []profileSpec // setting "profiles"
+	audit                                             bool          // setting "audit"
 }
 
 func flagParse() { flag.Parse() }
@@ -292,6 +339,9 @@ type gateway struct {
 	url      string
 	sseURL   string // the legacy SSE front end's stream, if the adapter declares one
 	servers  []serverSpec
+	tokens   map[string]string // named clients' bearer tokens (setting "clients")
+	token    string            // the token sessions send unless told another: the first client's
+	audit    string            // the audit trail's file (setting "audit")
 	stdin    io.WriteCloser // with the stdio transport
 	stdio    *dispatcher    // answers read from the gateway's stdout
 
@@ -347,15 +397,30 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 			skip(t, "the adapter has no remote setting (a server named by URL)")
 		}
 		s.limits.check(t)
-		if s.scope != "" && !adapter.has("sessionScope") {
+		if s.scope == "session" && !adapter.has("sessionScope") {
 			skip(t, "the adapter has no sessionScope setting (a process of a server per client session)")
+		}
+		if s.scope == "client" && !adapter.has("clientScope") {
+			skip(t, "the adapter has no clientScope setting (a process of a server per named client, with the client's own env)")
 		}
 		if s.noNetwork && !adapter.has("noNetwork") {
 			skip(t, "the adapter has no noNetwork setting")
 		}
 	}
+	if len(opts.clients) > 0 && !adapter.has("clients") {
+		skip(t, "the adapter has no clients setting (named clients, each with its own bearer token)")
+	}
+	if len(opts.clients) > 0 && adapter.Transport != "http" {
+		skip(t, "the suite sends named clients' bearer tokens over Streamable HTTP only; the gateway's transport is %s", adapter.Transport)
+	}
+	if len(opts.profiles) > 0 && !adapter.has("profiles") {
+		skip(t, "the adapter has no profiles setting (what each named client sees)")
+	}
+	if opts.audit && !adapter.has("audit") {
+		skip(t, "the adapter has no audit setting (a JSON line per call)")
+	}
 	requireLinux(t)
-	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{})}
+	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{}), tokens: map[string]string{}}
 	t.Cleanup(func() { killMarked(g.stateDir) })
 
 	port := freePort(t)
@@ -370,6 +435,25 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
 			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork,
 			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids, Scope: s.scope})
+	}
+	for _, c := range opts.clients {
+		token := hex.EncodeToString(randomBytes(t, 32))
+		file := filepath.Join(caseDir, c.name+".token")
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g.tokens[c.name] = token
+		if g.token == "" {
+			g.token = token
+		}
+		data.Clients = append(data.Clients, templateClient{Name: c.name, Token: token, TokenFile: file, Profile: c.profile, Env: c.env})
+	}
+	for _, p := range opts.profiles {
+		data.Profiles = append(data.Profiles, templateProfile{Name: p.name, Servers: p.servers})
+	}
+	if opts.audit {
+		g.audit = filepath.Join(caseDir, "audit.jsonl")
+		data.AuditFile = g.audit
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
@@ -578,12 +662,34 @@ func (g *gateway) trySession() (*session, error) { return g.trySessionWith(map[s
 
 // trySessionWith is trySession for a client that declares capabilities.
 func (g *gateway) trySessionWith(capabilities map[string]any) (*session, error) {
+	return g.trySessionAs(g.token, capabilities)
+}
+
+// newSessionAs opens a session as the named client (setting "clients"),
+// with its bearer token, failing the test on error.
+func (g *gateway) newSessionAs(client string) *session {
+	g.t.Helper()
+	token, ok := g.tokens[client]
+	if !ok {
+		g.t.Fatalf("the case names a client it did not configure: %q", client)
+	}
+	s, err := g.trySessionAs(token, map[string]any{})
+	if err != nil {
+		fatal(g.t, "opening a session as client %s: %v", client, err)
+	}
+	g.t.Cleanup(s.close)
+	return s
+}
+
+// trySessionAs is trySessionWith for a session that sends a bearer token
+// ("" for none).
+func (g *gateway) trySessionAs(token string, capabilities map[string]any) (*session, error) {
 	in := newInbox()
 	var c conn
 	var err error
 	switch adapter.Transport {
 	case "http":
-		c = &httpConn{url: g.url, other: in.add}
+		c = &httpConn{url: g.url, other: in.add, token: token}
 	case "sse":
 		var sc *sseConn
 		if sc, err = dialSSE(g.url, in.add); err == nil {
@@ -708,6 +814,7 @@ var shortClient = &http.Client{Timeout: 15 * time.Second}
 type httpConn struct {
 	url   string
 	sid   string
+	token string // the bearer token it sends, if any
 	mu    sync.Mutex
 	other func(stream string, data []byte) // messages on a POST's stream but the answer
 }
@@ -725,6 +832,9 @@ func (c *httpConn) post(ctx context.Context, body []byte, headers ...string) (*h
 		req.Header.Set("Mcp-Session-Id", c.sid)
 	}
 	c.mu.Unlock()
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -783,6 +893,9 @@ func (c *httpConn) close() {
 	}
 	req, _ := http.NewRequest("DELETE", c.url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if resp, err := shortClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
@@ -1111,6 +1224,9 @@ func (s *session) listen(t *testing.T) {
 	c.mu.Lock()
 	req.Header.Set("Mcp-Session-Id", c.sid)
 	c.mu.Unlock()
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	headers := time.AfterFunc(15*time.Second, cancel) // a gateway that never answers
 	resp, err := http.DefaultClient.Do(req)
 	headers.Stop()
@@ -1161,4 +1277,13 @@ func (s *session) send(msg []byte) error {
 		return fmt.Errorf("HTTP %s: %s", resp.Status, truncate(body))
 	}
 	return nil
+}
+
+// randomBytes returns n random bytes, for the tokens the suite makes.
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
