@@ -97,7 +97,7 @@ func TestProfilesFilterListsAndRefuseCallsOutsideThem(t *testing.T) {
 		name string
 		args any
 	}{
-		{"alice", alice, g.toolName("two", "two_whoami"), map[string]any{}},                // a server she does not see
+		{"alice", alice, g.toolName("two", "two_whoami"), map[string]any{}},               // a server she does not see
 		{"bob", bob, g.toolName("two", "two_sleep"), map[string]any{"ms": 1}},             // a tool of his server his profile leaves out
 		{"bob", bob, g.toolName("one", "one_whoami"), map[string]any{}},                   // a server he does not see
 		{"alice", alice, g.toolName("two", "two_echo"), map[string]any{"text": "hidden"}}, // bob's tool, not hers

@@ -240,9 +240,9 @@ type templateData struct {
 	RestartDelayMS, ShutdownTimeoutMS int64
 	StartTimeout, WriteTimeout        string
 	StartTimeoutMS, WriteTimeoutMS    int64
-	Server, Tool                      string // for toolName
-	Prefix                            string // for toolName: the server's prefix, if any
-	Prompt, URI                       string // for promptName and resourceURI
+	Server, Tool                      string            // for toolName
+	Prefix                            string            // for toolName: the server's prefix, if any
+	Prompt, URI                       string            // for promptName and resourceURI
 	Clients                           []templateClient  // named clients (setting "clients")
 	Profiles                          []templateProfile // profiles (setting "profiles")
 	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
@@ -342,8 +342,8 @@ type gateway struct {
 	tokens   map[string]string // named clients' bearer tokens (setting "clients")
 	token    string            // the token sessions send unless told another: the first client's
 	audit    string            // the audit trail's file (setting "audit")
-	stdin    io.WriteCloser // with the stdio transport
-	stdio    *dispatcher    // answers read from the gateway's stdout
+	stdin    io.WriteCloser    // with the stdio transport
+	stdio    *dispatcher       // answers read from the gateway's stdout
 
 	logMu sync.Mutex
 	log   bytes.Buffer
