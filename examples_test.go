@@ -15,8 +15,11 @@ import (
 // exampleNotConfigs are the files of examples/ that are no config corral
 // reads, with what they are.
 var exampleNotConfigs = map[string]string{
-	"corral.service": "a systemd unit, whose config is /etc/corral/config.json",
-	"Dockerfile":     "builds the image kubernetes.yaml runs",
+	"corral.service":   "a systemd unit, whose config is /etc/corral/config.json",
+	"Dockerfile":       "builds the image kubernetes.yaml runs",
+	"team-alice.token": "an EXAMPLE token, alice's in team.json",
+	"team-bob.token":   "an EXAMPLE token, bob's in team.json",
+	"team-audit.jsonl": "the audit trail team.json appends to (-check creates it; not in git)",
 }
 
 // exampleNeeds returns the environment variables an example says, in its
