@@ -109,13 +109,18 @@ func TestDownServerCallAnswersOneShortLine(t *testing.T) {
 		t.Errorf("error of a call to a failed server's tool (%d bytes) = %q, want one short line naming server b, its state and its retry, and not c", len(msg), msg)
 	}
 	// The failing servers tell the client when it has finished its handshake.
+	// Other messages may come between (on a loaded machine, server a's
+	// start can be slow enough to be reported): up to 8 are read.
 	seen := map[string]string{}
-	for range 2 {
+	for i := 0; i < 8 && len(seen) < 2; i++ {
 		level, _, data := nextLog(t, p)
 		for _, name := range []string{"b", "c"} {
 			if strings.HasPrefix(data, `server "`+name+`" has failed`) {
 				seen[name] = level
 			}
+		}
+		if len(seen) < 2 {
+			t.Logf("log message at the handshake: %s %q", level, data)
 		}
 	}
 	if seen["b"] != "error" || seen["c"] != "error" {
