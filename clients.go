@@ -432,36 +432,8 @@ func (c *Config) profilesReport(items func(server, field string) ([]string, bool
 				continue
 			}
 			shown++
-			var rules []string
-			for _, f := range []struct {
-				key    string
-				fields []string
-				filter *ToolFilter
-			}{{"tools", []string{"tools"}, r.Tools}, {"prompts", []string{"prompts"}, r.Prompts}, {"resources", []string{"resources", "resourceTemplates"}, r.Resources}} {
-				if f.filter == nil {
-					continue
-				}
-				if len(f.filter.Allow) > 0 {
-					rules = append(rules, fmt.Sprintf("%s.allow %q", f.key, f.filter.Allow))
-				}
-				if len(f.filter.Deny) > 0 {
-					rules = append(rules, fmt.Sprintf("%s.deny %q", f.key, f.filter.Deny))
-				}
-				var names []string
-				known := false
-				for _, field := range f.fields {
-					n, ok := items(server, field)
-					names, known = append(names, n...), known || ok
-				}
-				if !known {
-					continue
-				}
-				for _, pattern := range slices.Concat(f.filter.Allow, f.filter.Deny) {
-					if !slices.ContainsFunc(names, func(n string) bool { return globMatch(pattern, n) }) {
-						warnings = append(warnings, fmt.Sprintf("  warning: server %s: %s pattern %q matches none of the %d %s it listed when it last ran (a typo?)\n", quoteName(server), f.key, pattern, len(names), f.key))
-					}
-				}
-			}
+			rules, w := serverRulesReport(server, r, items)
+			warnings = append(warnings, w...)
 			if len(rules) == 0 {
 				rules = []string{"everything"}
 			}
@@ -475,4 +447,40 @@ func (c *Config) profilesReport(items func(server, field string) ([]string, bool
 		}
 	}
 	return []byte(b.String())
+}
+
+// serverRulesReport returns what -check prints of profile rules r for
+// server (see profilesReport): each rule, and a warning for each pattern
+// that matches none of the items the server listed when it last ran.
+func serverRulesReport(server string, r *ProfileServer, items func(server, field string) ([]string, bool)) (rules, warnings []string) {
+	for _, f := range []struct {
+		key    string
+		fields []string
+		filter *ToolFilter
+	}{{"tools", []string{"tools"}, r.Tools}, {"prompts", []string{"prompts"}, r.Prompts}, {"resources", []string{"resources", "resourceTemplates"}, r.Resources}} {
+		if f.filter == nil {
+			continue
+		}
+		if len(f.filter.Allow) > 0 {
+			rules = append(rules, fmt.Sprintf("%s.allow %q", f.key, f.filter.Allow))
+		}
+		if len(f.filter.Deny) > 0 {
+			rules = append(rules, fmt.Sprintf("%s.deny %q", f.key, f.filter.Deny))
+		}
+		var names []string
+		known := false
+		for _, field := range f.fields {
+			n, ok := items(server, field)
+			names, known = append(names, n...), known || ok
+		}
+		if !known {
+			continue
+		}
+		for _, pattern := range slices.Concat(f.filter.Allow, f.filter.Deny) {
+			if !slices.ContainsFunc(names, func(n string) bool { return globMatch(pattern, n) }) {
+				warnings = append(warnings, fmt.Sprintf("  warning: server %s: %s pattern %q matches none of the %d %s it listed when it last ran (a typo?)\n", quoteName(server), f.key, pattern, len(names), f.key))
+			}
+		}
+	}
+	return rules, warnings
 }
