@@ -91,6 +91,11 @@ type Config struct {
 	// no clients, /mcp/NAME and -stdio -profile NAME serve profile NAME.
 	Profiles map[string]*ProfileConfig `json:"profiles,omitempty"`
 
+	// OAuth, if set, makes corral an OAuth 2.1 resource server that
+	// accepts an authorization server's access tokens beside the static
+	// tokens (oauthconfig.go). If nil, only static tokens are accepted.
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
+
 	// MaxInFlightPerSession bounds one session's calls in flight; past it a
 	// call fails at once. If zero, 256.
 	MaxInFlightPerSession int `json:"maxInFlightPerSession"`
@@ -571,6 +576,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	p.validateAudit(c)
 	c.token = p.readToken(c, path)
 	p.validateClients(c, top["clients"], top["profiles"])
+	p.validateOAuth(c, top["oauth"])
 
 	if len(ignored) > 0 && warn != nil {
 		warn(path + ": " + ignoredKeysMessage(ignored))

@@ -29,6 +29,7 @@ const mcpPath = "/mcp"
 type httpFrontEnd struct {
 	frontEnd
 	streams  atomic.Int64 // open GET streams, for /metrics
+	oauth    oauthHolder  // the validator of the "oauth" config in force
 	loopback bool         // the listener is on a loopback address: check Host
 
 	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
@@ -98,9 +99,12 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStatusPage(w, r, endpointURL(r))
 		return
 	}
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
+	if strings.HasPrefix(r.URL.Path, protectedResourcePath) { // RFC 9728: no token needed
+		h.serveResourceMetadata(w, r)
+		return
+	}
+	if _, refused := h.identify(r); refused != nil {
+		h.refuse(w, refused)
 		return
 	}
 	if isAdminPath(r.URL.Path) {
@@ -175,28 +179,103 @@ func (h *httpFrontEnd) authorized(r *http.Request) bool {
 	return ok
 }
 
-// authenticate returns who sent r, and whether r may be served: the named
+// authenticate returns who sent r, and whether r may be served (see
+// identify).
+func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
+	who, refused := h.identify(r)
+	return who, refused == nil
+}
+
+// identify returns who sent r, or why r may not be served: the named
 // client whose token r carries, or the holder of authTokenFile's token
 // (each compared in constant time, every one of them whatever matched);
-// anyone, when no token is configured.
-func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
+// else, with "oauth", the caller an authorization server's token names
+// (oauthPrincipal); anyone, when no token is configured.
+func (h *httpFrontEnd) identify(r *http.Request) (principal, *authError) {
 	cfg := h.gw.config()
 	if !cfg.asksForToken() {
-		return anonymousPrincipal, true
+		return anonymousPrincipal, nil
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return principal{}, false
+		return principal{}, &authError{status: http.StatusUnauthorized, msg: "missing bearer token; send Authorization: Bearer TOKEN"}
 	}
 	client := clientOf(cfg.clientTokens, got)
 	operator := cfg.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(cfg.token)) == 1
 	switch {
 	case client != "":
-		return clientPrincipal(client), true
+		return clientPrincipal(client), nil
 	case operator:
-		return tokenPrincipal, true
+		return tokenPrincipal, nil
+	case cfg.OAuth != nil:
+		return h.oauthPrincipal(r.Context(), cfg, got)
 	}
-	return principal{}, false
+	return principal{}, &authError{status: http.StatusUnauthorized, code: "invalid_token", msg: "wrong bearer token; send Authorization: Bearer TOKEN"}
+}
+
+// oauthPrincipal returns the caller of token, an authorization server's
+// access token, or why it is refused: 401 for a token that does not pass
+// the validator's checks, 403 insufficient_scope for one short of
+// oauth.scopes, and 403 for one that oauth.map gives no client.
+func (h *httpFrontEnd) oauthPrincipal(ctx context.Context, cfg *Config, token string) (principal, *authError) {
+	info, err := h.oauth.validatorFor(cfg.OAuth, h.log).validate(ctx, token)
+	if err != nil {
+		var ae *authError
+		if !errors.As(err, &ae) {
+			ae = invalidToken("%v", err)
+		}
+		return principal{}, ae
+	}
+	if missing := cfg.OAuth.missingScopes(info); len(missing) > 0 {
+		return principal{}, &authError{status: http.StatusForbidden, code: "insufficient_scope",
+			msg: fmt.Sprintf("the token does not carry scope %s; ask the authorization server for a token with scope %q", strings.Join(missing, " "), strings.Join(cfg.OAuth.Scopes, " "))}
+	}
+	client, ok := cfg.OAuth.clientFor(info)
+	if !ok {
+		return principal{}, &authError{status: http.StatusForbidden,
+			msg: fmt.Sprintf("the token is valid, but no rule of oauth.map names a client for it (sub %q, client_id %q) and there is no oauth.defaultClient", info.sub, info.clientID)}
+	}
+	who := clientPrincipal(client)
+	if client == "" {
+		who.name = "oauth"
+	}
+	who.subject = info.sub
+	return who, nil
+}
+
+// refuse answers a request identify refused: its status, a challenge, and
+// why. With "oauth" the challenge names corral's resource metadata and the
+// scopes a token needs, so that a client can find where to get one.
+func (h *httpFrontEnd) refuse(w http.ResponseWriter, e *authError) {
+	if o := h.gw.config().OAuth; o != nil {
+		w.Header().Set("WWW-Authenticate", o.challenge(e))
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+	}
+	writeHTTPError(w, e.status, codeInvalidRequest, e.msg)
+}
+
+// serveResourceMetadata serves corral's Protected Resource Metadata (RFC
+// 9728) at /.well-known/oauth-protected-resource and at its path forms for
+// the resource's path, /mcp and /mcp/NAME; 404 without "oauth".
+func (h *httpFrontEnd) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	o := h.gw.config().OAuth
+	rest := strings.TrimPrefix(r.URL.Path, protectedResourcePath)
+	_, profile := profilePath(rest)
+	known := rest == "" || rest == mcpPath || profile || o != nil && rest == o.resourcePath()
+	if o == nil || !known {
+		serveNotFound(w, r, endpointURL(r))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+r.URL.Path+"; GET it")
+		return
+	}
+	body := o.protectedResourceMetadata()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Write(body)
 }
 
 // principalOf returns who sent r, a request ServeHTTP has authorized: at

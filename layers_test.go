@@ -136,10 +136,16 @@ var layerTable = []layer{
 		"shim.go: how a server process is specified, and started contained: cgroup, limits, sandbox",
 		"goroutines.go: a group of goroutines with an owner",
 	}},
+	{"auth", "corral as an OAuth 2.1 resource server: an authorization server's tokens checked, its keys fetched", []string{
+		"oauth.go: the token validator, the issuer's metadata and key set, introspection, corral's resource metadata and challenges",
+		"jwt.go: JWS compact tokens: bounded parsing, signatures, claims",
+		"jwks.go: JSON Web Key Sets: the keys corral verifies with, each with the algorithms it allows",
+	}},
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
 		"configparse.go: parsing and validation",
 		"clients.go: named clients, their tokens, and the profiles of what each sees",
+		"oauthconfig.go: the \"oauth\" settings: issuer, resource, scopes, the map from claims to clients",
 		"configcheck.go: what -check prints",
 		"clientconfig.go: what -client-config prints: a client's entry for corral",
 		"configenvfile.go: envFile",

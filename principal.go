@@ -33,6 +33,10 @@ type principal struct {
 	name string
 	// client is the named client (a key of Config.Clients), or "".
 	client string
+	// subject is the sub claim of an OAuth caller's token (http.go,
+	// oauthPrincipal), or "": two callers mapped to one client do not
+	// share sessions.
+	subject string
 	// profile is the profile served without a token (/mcp/NAME, -stdio
 	// -profile NAME), or "".
 	profile string
