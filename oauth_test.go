@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -571,7 +572,8 @@ func TestATokensClaimsSelectTheClientAndItsProfile(t *testing.T) {
 			{"sub": "alice", "scope": "mcp:tools", "client": "admin"}
 		]`, `,
 		"clients": {"ci": {"profile": "none"}, "admin": {}},
-		"profiles": {"none": {"servers": {}}}`)
+		"profiles": {"none": {"servers": {}}},
+		"audit": {"file": "STATE/audit.jsonl"}`)
 	for _, tc := range []struct {
 		name   string
 		claims map[string]any
@@ -601,6 +603,17 @@ func TestATokensClaimsSelectTheClientAndItsProfile(t *testing.T) {
 	}
 	// Two callers mapped to one client do not share a session.
 	a := connectWith(t, tg.url, "Bearer "+rsaToken(t, iss, map[string]any{"sub": "u1", "groups": "admins"}))
+	// The audit trail names the client a token's claims select.
+	if resp, body := a.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{}}}`); resp.StatusCode != 200 {
+		t.Fatalf("admin's call = %s %s", resp.Status, body)
+	}
+	found := false
+	for _, l := range readAudit(t, filepath.Join(tg.dir, "audit.jsonl")) {
+		found = found || l.Client == "admin" && l.Method == "tools/call" && l.Name == "echo" && l.Outcome == "ok"
+	}
+	if !found {
+		t.Errorf("the audit trail has no ok tools/call line of echo by client admin: %s", mustRead(t, filepath.Join(tg.dir, "audit.jsonl")))
+	}
 	b := &client{t: t, url: tg.url, sid: a.sid, auth: "Bearer " + rsaToken(t, iss, map[string]any{"sub": "u2", "groups": "admins"})}
 	if resp, _ := b.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("another subject using the session = %s, want 404", resp.Status)
@@ -645,5 +658,20 @@ func TestOAuthConfigErrorsNameTheFieldAndPlainHTTPBeyondLoopbackIsRefused(t *tes
 		if !strings.Contains(report, want) {
 			t.Errorf("oauthReport =\n%s\nwant it to hold %q", report, want)
 		}
+	}
+}
+
+func TestOAuthOverPlainHTTPIsRefusedWhenListenIsTakenBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	refused := startCorral(t, `{"oauth": {"issuer": "https://l.example", "resource": "https://c.example/mcp"},
+		"mcpServers": {"a": {"command": "FAKE", "args": ["-state", "STATE"]}}}`, "-listen", "0.0.0.0:0")
+	if code := refused.waitExit(20 * time.Second); code != 2 {
+		t.Errorf("corral -listen 0.0.0.0:0 with oauth exited %d, want 2", code)
+	}
+	refused.mu.Lock()
+	log := strings.Join(refused.log, "\n")
+	refused.mu.Unlock()
+	if !strings.Contains(log, "with OAuth over plain HTTP") || !strings.Contains(log, "oauth.tlsTerminated") || len(fakeProcesses(t, refused.dir)) != 0 {
+		t.Errorf("refusal: log %q, %d servers started; want tlsTerminated named and nothing started", log, len(fakeProcesses(t, refused.dir)))
 	}
 }
