@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,7 +237,7 @@ func (c *jwtClaims) check(issuer, audience string, now time.Time, leeway time.Du
 		return fmt.Errorf("the token's iss %q is not the issuer corral trusts (%s)", c.iss, issuer)
 	case len(c.aud) == 0:
 		return fmt.Errorf("the token has no aud; it must name %s (ask for it as resource, RFC 8707)", audience)
-	case !slices.Contains(c.aud, audience):
+	case !slices.ContainsFunc(c.aud, func(a string) bool { return a == audience || sameResource(a, audience) }):
 		return fmt.Errorf("the token's aud %q does not name %s: it was issued for another resource", c.aud, audience)
 	case c.exp.IsZero():
 		return errors.New("the token has no exp")
@@ -246,4 +247,18 @@ func (c *jwtClaims) check(issuer, audience string, now time.Time, leeway time.Du
 		return fmt.Errorf("the token is not valid before %s", c.nbf.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// sameResource reports whether a and b name one resource, as the MCP
+// specification (2025-11-25) asks a server to read a resource URI: the
+// scheme and host in any case, and a final slash of the path or none.
+func sameResource(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	if err1 != nil || err2 != nil || ua.Host == "" || ua.Opaque != "" || ub.Opaque != "" {
+		return false
+	}
+	return strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host) &&
+		strings.TrimSuffix(ua.EscapedPath(), "/") == strings.TrimSuffix(ub.EscapedPath(), "/") &&
+		ua.RawQuery == ub.RawQuery && ua.Fragment == "" && ua.User == nil
 }

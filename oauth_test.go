@@ -295,6 +295,8 @@ func badTokens(t testing.TB, iss *testIssuer) []struct{ name, token string } {
 		{"a wrong iss", rsaToken(t, iss, map[string]any{"iss": iss.url + "/other"})},
 		{"a wrong aud", rsaToken(t, iss, map[string]any{"aud": "http://127.0.0.1/other"})},
 		{"an aud list without corral", rsaToken(t, iss, map[string]any{"aud": []string{"a", "b"}})},
+		{"an aud of another path", rsaToken(t, iss, map[string]any{"aud": testResource + "/x"})},
+		{"an aud of another port", rsaToken(t, iss, map[string]any{"aud": "http://127.0.0.1:8080/mcp"})},
 		{"no aud", rsaToken(t, iss, map[string]any{"aud": nil})},
 		{"no exp", rsaToken(t, iss, map[string]any{"exp": nil})},
 		{"expired beyond the leeway", rsaToken(t, iss, map[string]any{"exp": now - 120})},
@@ -332,7 +334,9 @@ func TestTheLeewayAcceptsAClockSlightlyOff(t *testing.T) {
 	iss := newTestIssuer(t, rsaJWK(testKeys().rsa, "r1", ""))
 	v := newTokenValidator(&OAuthConfig{Issuer: iss.url, Resource: testResource, Leeway: Duration(time.Minute)}, testLogger(t))
 	now := time.Now().Unix()
-	for _, more := range []map[string]any{{"exp": now - 30}, {"nbf": now + 30}, {"aud": []string{"x", testResource}}, {"exp": float64(now) + 100.5}} {
+	for _, more := range []map[string]any{{"exp": now - 30}, {"nbf": now + 30}, {"aud": []string{"x", testResource}}, {"exp": float64(now) + 100.5},
+		{"aud": "HTTP://127.0.0.1/mcp/"}} { // the spec's canonical URI: scheme and host in any case, a final slash or none
+
 		if _, err := v.validate(t.Context(), rsaToken(t, iss, more)); err != nil {
 			t.Errorf("validate(claims %v) = %v, want nil", more, err)
 		}
@@ -649,7 +653,7 @@ func TestOAuthConfigErrorsNameTheFieldAndPlainHTTPBeyondLoopbackIsRefused(t *tes
 	}
 	report := string(cfg.oauthReport())
 	for _, want := range []string{
-		"tokens of issuer https://l.example/realms/r (metadata from https://l.example/.well-known/oauth-authorization-server/realms/r, then https://l.example/realms/r/.well-known/openid-configuration)",
+		"tokens of issuer https://l.example/realms/r (metadata from https://l.example/.well-known/oauth-authorization-server/realms/r, then https://l.example/.well-known/openid-configuration/realms/r, then https://l.example/realms/r/.well-known/openid-configuration)",
 		"resource https://c.example/mcp, published at https://c.example/.well-known/oauth-protected-resource/mcp",
 		`a token with groups "g" is client a`,
 		"any other token gets 403",

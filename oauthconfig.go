@@ -156,7 +156,8 @@ func (o *OAuthConfig) audience() string { return firstSet(o.Audience, o.Resource
 // discoveryURLs returns where the authorization server's metadata is
 // looked for, in order: MetadataURL if set, else RFC 8414's well-known URL
 // (the well-known part inserted before the issuer's path, section 3.1),
-// then OpenID Connect discovery's (appended to the issuer).
+// then OpenID Connect discovery's, inserted (RFC 8414, section 5) and
+// appended to the issuer: the order MCP clients try them.
 func (o *OAuthConfig) discoveryURLs() []string {
 	if o.MetadataURL != "" {
 		return []string{o.MetadataURL}
@@ -166,11 +167,16 @@ func (o *OAuthConfig) discoveryURLs() []string {
 		return nil
 	}
 	path := strings.TrimSuffix(u.Path, "/")
-	rfc := *u
-	rfc.Path = "/.well-known/oauth-authorization-server" + path
-	oidc := *u
-	oidc.Path = path + "/.well-known/openid-configuration"
-	return []string{rfc.String(), oidc.String()}
+	at := func(p string) string {
+		c := *u
+		c.Path = p
+		return c.String()
+	}
+	if path == "" {
+		return []string{at("/.well-known/oauth-authorization-server"), at("/.well-known/openid-configuration")}
+	}
+	// The order the MCP specification (2025-11-25) gives clients.
+	return []string{at("/.well-known/oauth-authorization-server" + path), at("/.well-known/openid-configuration" + path), at(path + "/.well-known/openid-configuration")}
 }
 
 // metadataURL returns the URL of corral's Protected Resource Metadata for
