@@ -123,7 +123,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 		if !h.seesAll(r) {
-			writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, r.URL.Path+" tells of every server: it needs authTokenFile's token, or a client whose profile sees every server")
+			writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, r.URL.Path+" tells of every server: it needs authTokenFile's token, or the static token of a client whose profile sees every server")
 			return
 		}
 	}
@@ -239,7 +239,7 @@ func (h *httpFrontEnd) oauthPrincipal(ctx context.Context, cfg *Config, token st
 	if client == "" {
 		who.name = "oauth"
 	}
-	who.subject = info.sub
+	who.subject, who.oauth = info.sub, true
 	return who, nil
 }
 
@@ -313,10 +313,11 @@ func (h *httpFrontEnd) checkProfilePath(name string) string {
 // seesAll reports whether r's sender may read the pages about every
 // server (/metrics, /healthz, the status page): the holder of
 // authTokenFile's token, anyone when no token is configured, or a named
-// client that sees every server.
+// client that sees every server, by its static token (an OAuth caller
+// never: those pages keep their own tokens).
 func (h *httpFrontEnd) seesAll(r *http.Request) bool {
 	who, ok := h.authenticate(r)
-	return ok && who.profile == "" && h.gw.viewOf(who) == nil
+	return ok && !who.oauth && who.profile == "" && h.gw.viewOf(who) == nil
 }
 
 // bearerToken returns the token of an Authorization header value in the

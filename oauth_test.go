@@ -525,8 +525,24 @@ func TestEveryBadTokenGets401WithTheChallengeAndNothingReachesAServer(t *testing
 	if ch := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusForbidden || !strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="mcp:tools"`) {
 		t.Errorf("a token without the scope = %s %q %s, want 403 insufficient_scope with scope=\"mcp:tools\"", resp.Status, ch, body)
 	}
-	// The static token still works beside OAuth.
+	// The static token still works beside OAuth, and the pages about every
+	// server keep to it: an OAuth caller, even one that sees every server,
+	// gets 403.
 	connectWith(t, tg.url, "Bearer "+rootToken)
+	for _, path := range []string{"/metrics", "/healthz"} {
+		for token, want := range map[string]int{good: http.StatusForbidden, rootToken: http.StatusOK} {
+			req, _ := http.NewRequest("GET", strings.TrimSuffix(tg.url, mcpPath)+path, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("GET %s with the token of %s = %s, want %d", path, map[bool]string{true: "authTokenFile", false: "OAuth"}[token == rootToken], resp.Status, want)
+			}
+		}
+	}
 }
 
 func TestTheProtectedResourceMetadataIsServedAtEachPathForm(t *testing.T) {

@@ -37,6 +37,10 @@ type principal struct {
 	// oauthPrincipal), or "": two callers mapped to one client do not
 	// share sessions.
 	subject string
+	// oauth says the caller's token is an authorization server's: the
+	// pages about every server (/metrics, /healthz, the status page) and
+	// the admin API keep to static tokens.
+	oauth bool
 	// profile is the profile served without a token (/mcp/NAME, -stdio
 	// -profile NAME), or "".
 	profile string
