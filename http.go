@@ -248,6 +248,9 @@ func (h *httpFrontEnd) oauthPrincipal(ctx context.Context, cfg *Config, token st
 // scopes a token needs, so that a client can find where to get one.
 func (h *httpFrontEnd) refuse(w http.ResponseWriter, e *authError) {
 	if o := h.gw.config().OAuth; o != nil {
+		if e.code != "" { // never the token itself: why it was refused
+			h.log.Debug("refused a bearer token", "status", e.status, "error", e.code, "why", e.msg)
+		}
 		w.Header().Set("WWW-Authenticate", o.challenge(e))
 	} else {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
