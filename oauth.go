@@ -93,8 +93,14 @@ func newTokenValidator(o *OAuthConfig, log *slog.Logger) *tokenValidator {
 	if o.Introspection != nil && o.Introspection.MaxCached > 0 {
 		max = o.Introspection.MaxCached
 	}
+	client := &http.Client{Timeout: o.fetchTimeout(), CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 || !secureURL(req.URL) {
+			return fmt.Errorf("refusing a redirect to %s: at most 5, each https (or http on loopback)", redactedURL(req.URL))
+		}
+		return nil
+	}}
 	return &tokenValidator{cfg: o, log: log, now: time.Now,
-		client:     &http.Client{Timeout: o.fetchTimeout()},
+		client:     client,
 		verified:   newTokenCache(maxVerifiedTokens),
 		introspect: newTokenCache(max)}
 }
@@ -278,11 +284,20 @@ func (v *tokenValidator) fetchMetadata(ctx context.Context) (*asMetadata, error)
 	return nil, errors.Join(errs...)
 }
 
+// secureURL reports whether u is one corral fetches keys and answers
+// from: https, or http on a loopback host.
+func secureURL(u *url.URL) bool {
+	return u.Scheme == "https" || u.Scheme == "http" && isLoopbackListenHost(u.Hostname())
+}
+
 // fetch GETs u and returns its body, of at most max bytes, within ctx.
 func (v *tokenValidator) fetch(ctx context.Context, u string, max int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
+	}
+	if !secureURL(req.URL) {
+		return nil, fmt.Errorf("refusing to fetch %s: not https (nor http on loopback)", redactedURL(req.URL))
 	}
 	req.Header.Set("Accept", "application/json")
 	return v.do(req, max)
@@ -370,6 +385,9 @@ func (v *tokenValidator) askIntrospection(ctx context.Context, token string, now
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
+	}
+	if !secureURL(req.URL) {
+		return nil, fmt.Errorf("refusing to send a token to %s: not https (nor http on loopback)", redactedURL(req.URL))
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")

@@ -695,3 +695,18 @@ func TestOAuthOverPlainHTTPIsRefusedWhenListenIsTakenBeyondLoopback(t *testing.T
 		t.Errorf("refusal: log %q, %d servers started; want tlsTerminated named and nothing started", log, len(fakeProcesses(t, refused.dir)))
 	}
 }
+
+func TestAKeySetOrEndpointOverPlainHTTPBeyondLoopbackIsNeverFetched(t *testing.T) {
+	v := newTokenValidator(&OAuthConfig{Issuer: "https://l.example", Resource: testResource}, testLogger(t))
+	for _, u := range []string{"http://keys.example/jwks", "ftp://127.0.0.1/jwks"} {
+		if _, err := v.fetch(t.Context(), u, 1024); err == nil || !strings.Contains(err.Error(), "refusing to fetch") {
+			t.Errorf("fetch(%s) = %v, want it refused unsent", u, err)
+		}
+	}
+	// A loopback issuer whose key set redirects to plain http elsewhere.
+	ts := httptest.NewServer(http.RedirectHandler("http://keys.example/jwks", http.StatusFound))
+	defer ts.Close()
+	if _, err := v.fetch(t.Context(), ts.URL, 1024); err == nil || !strings.Contains(err.Error(), "refusing a redirect") {
+		t.Errorf("fetch of a redirect to plain http = %v, want it refused", err)
+	}
+}
