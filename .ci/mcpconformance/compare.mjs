@@ -4,7 +4,9 @@
 // that passes directly does not pass through corral (or a scenario run
 // directly has no result through corral), or if either run has no check.
 //
-//	node compare.mjs DIRECT_DIR CORRAL_DIR
+//	node compare.mjs LABEL DIRECT_DIR CORRAL_DIR
+//
+// LABEL (the protocol version run) starts each line printed.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -41,40 +43,41 @@ function counts({ checks, scenarios }) {
     ` (failures: ${by.FAILURE ?? 0}${others.length ? `; ${others.join(', ')}` : ''})`;
 }
 
-const [directDir, corralDir] = process.argv.slice(2);
+const [label, directDir, corralDir] = process.argv.slice(2);
+const say = (line) => console.log(`mcpconformance ${label}: ${line}`);
 const direct = load(directDir);
 const corral = load(corralDir);
-console.log(`mcpconformance: directly:       ${counts(direct)}`);
-console.log(`mcpconformance: through corral: ${counts(corral)}`);
+say(`directly:       ${counts(direct)}`);
+say(`through corral: ${counts(corral)}`);
 
 let bad = 0;
 if (direct.checks.size === 0 || corral.checks.size === 0) {
-  console.log('mcpconformance: FAIL: a run has no checks at all');
+  say('FAIL: a run has no checks at all');
   bad++;
 }
 for (const s of direct.scenarios) {
   if (!corral.scenarios.has(s)) {
-    console.log(`mcpconformance: FAIL: scenario ${s} ran directly but has no result through corral`);
+    say(`FAIL: scenario ${s} ran directly but has no result through corral`);
     bad++;
   }
 }
 for (const [key, d] of direct.checks) {
   const c = corral.checks.get(key);
   if (d.status === 'SUCCESS' && c?.status !== 'SUCCESS') {
-    console.log(`mcpconformance: FAIL: ${key} passes directly but through corral is ${c ? c.status : 'missing'}` +
+    say(`FAIL: ${key} passes directly but through corral is ${c ? c.status : 'missing'}` +
       (c?.error ? `: ${c.error}` : ''));
     bad++;
   } else if (c && d.status !== c.status) {
-    console.log(`mcpconformance: note: ${key} is ${d.status} directly, ${c.status} through corral`);
+    say(`note: ${key} is ${d.status} directly, ${c.status} through corral`);
   }
 }
 for (const [key, d] of direct.checks) {
   if (d.status === 'FAILURE' && corral.checks.get(key)?.status === 'FAILURE') {
-    console.log(`mcpconformance: fails both directly and through corral: ${key}: ${d.error ?? ''}`);
+    say(`fails both directly and through corral: ${key}: ${d.error ?? ''}`);
   }
 }
 if (bad > 0) {
-  console.log(`mcpconformance: FAIL: ${bad} regressions through corral`);
+  say(`FAIL: ${bad} regressions through corral`);
   process.exit(1);
 }
-console.log('mcpconformance: ok: every check that passes directly passes through corral');
+say('ok: every check that passes directly passes through corral');
