@@ -61,6 +61,10 @@ package main
 //		Listed with an input schema using JSON Schema 2020-12 ($schema,
 //		$defs with an $anchor, $ref, allOf/anyOf, if/then/else,
 //		additionalProperties); answers text.
+//	test_custom_header {region: string}
+//		Its argument is annotated "x-mcp-header": "Region" (SEP-2243, for
+//		the draft scenario of parameter headers, whose checks fall to a
+//		gateway in front); answers "region: REGION".
 //
 // sampling and elicitation tools whose client did not declare the
 // capability at initialize answer an isError result saying so; an error
@@ -224,6 +228,10 @@ func confTools() []confTool {
 		{"test_elicitation_sep1034_defaults", "Asks the user with a default for each primitive type (SEP-1034).", noArgs()},
 		{"test_elicitation_sep1330_enums", "Asks the user with the five enum forms (SEP-1330).", noArgs()},
 		{"json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", s2020},
+		{"test_custom_header", "Answers its region, which a 2026-07-28 client also sends as the Mcp-Param-Region header.", map[string]any{
+			"type": "object", "required": []string{"region"},
+			"properties": map[string]any{"region": map[string]any{"type": "string", "description": "A region.", "x-mcp-header": "Region"}},
+		}},
 	}
 }
 
@@ -394,6 +402,10 @@ func (s *server) confCall(c *call, tc *toolCall) {
 		s.confElicit(c, "Please choose from the enum fields", schema, "Elicitation completed: ")
 	case "json_schema_2020_12_tool":
 		reply(textBlock("JSON Schema 2020-12 tool called"))
+	case "test_custom_header":
+		if region, ok := requiredString(c, args, "region"); ok {
+			reply(textBlock("region: " + region))
+		}
 	default:
 		c.fail(codeInvalidParams, fmt.Sprintf("unknown tool %q", tc.Name))
 	}

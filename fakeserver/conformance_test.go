@@ -32,6 +32,9 @@ func TestConformanceModeListsTheScenariosFixtures(t *testing.T) {
 		if tl.Description == "" || !strings.Contains(string(tl.InputSchema), `"type":"object"`) {
 			t.Errorf("tool %s: description %q, schema %s; want both", tl.Name, tl.Description, tl.InputSchema)
 		}
+		if tl.Name == "test_custom_header" && !strings.Contains(string(tl.InputSchema), `"x-mcp-header":"Region"`) {
+			t.Errorf("test_custom_header's schema lacks its x-mcp-header: %s", tl.InputSchema)
+		}
 		if tl.Name == "json_schema_2020_12_tool" {
 			for _, kw := range []string{`"$schema":"https://json-schema.org/draft/2020-12/schema"`, `"$defs"`, `"$anchor"`, `"allOf"`, `"if"`, `"additionalProperties":false`} {
 				if !strings.Contains(string(tl.InputSchema), kw) {
@@ -43,7 +46,7 @@ func TestConformanceModeListsTheScenariosFixtures(t *testing.T) {
 	for _, want := range []string{"test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
 		"test_multiple_content_types", "test_tool_with_logging", "test_error_handling", "test_tool_with_progress",
 		"test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
-		"json_schema_2020_12_tool"} {
+		"json_schema_2020_12_tool", "test_custom_header"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools/list lacks %s: %v", want, names)
 		}
