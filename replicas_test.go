@@ -248,3 +248,23 @@ func TestSIGTERMDrainsBeforeTheShutdown(t *testing.T) {
 	c.waitLog(`msg="draining: /readyz answers 503.*replica=drainer drainDelay=3s`)
 	requireGone(t, c.dir)
 }
+
+func TestAReloadKeepsTheReplicasName(t *testing.T) {
+	t.Parallel()
+	const src = `{"replica":"NAME","drainDelay":"DRAIN","mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`
+	tg := startGateway(t, strings.NewReplacer("NAME", "r1", "DRAIN", "1s").Replace(src))
+	next, err := ParseConfig("config.json", []byte(strings.NewReplacer("NAME", "r2", "DRAIN", "2s", "STATE", tg.dir, "FAKE", fakeserverBin).Replace(src)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tg.gw.Reload(next)
+	if fmt.Sprint(r.NeedRestart) != "[replica (r1 -> r2)]" {
+		t.Errorf("NeedRestart = %q, want the replica's name", r.NeedRestart)
+	}
+	if cfg := tg.gw.config(); cfg.Replica != "r1" || cfg.DrainDelay.D() != 2*time.Second {
+		t.Errorf("after the reload: replica %q, drainDelay %v; want r1 kept (the IDs issued name it) and 2s applied", cfg.Replica, cfg.DrainDelay.D())
+	}
+	if c := connect(t, tg.url); !strings.HasPrefix(c.sid, "r1.") {
+		t.Errorf("a session opened after the reload = %q, want r1.", c.sid)
+	}
+}
