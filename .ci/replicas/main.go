@@ -653,6 +653,18 @@ func main() {
 	}
 	logf("figure: failover of corral-2's sessions after SIGKILL: %s; %s; 2026-07-28 calls meanwhile: %d errors in %d calls", spread(failover), allBack("corral-2", reps[2].exitedAt), modernErrs.Load(), modernCalls.Load())
 
+	// The last replica stops as a service manager stops it; then no
+	// fakeserver of any replica is left.
+	reps[0].cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-reps[0].exited:
+	case <-time.After(bound + 10*time.Second):
+	}
+	var leftAll []string
+	for _, r := range reps {
+		leftAll = append(leftAll, fakeserversOf(r.state)...)
+	}
+	check(!reps[0].exitedAt.IsZero() && len(leftAll) == 0, "corral-0 stopped with SIGTERM; no fakeserver of any replica left in /proc (%v)", leftAll)
 	stopAll()
 	if failed.Load() {
 		logf("FAILED; logs in %s", *work)
