@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +29,7 @@ type httpFrontEnd struct {
 	streams  atomic.Int64 // open GET streams, for /metrics
 	oauth    oauthHolder  // the validator of the "oauth" config in force
 	loopback bool         // the listener is on a loopback address: check Host
+	draining atomic.Bool  // SIGTERM came: /readyz answers 503, no new session (drain.go)
 
 	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
 
@@ -91,6 +90,9 @@ func (h *httpFrontEnd) shutdown() {
 // /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz,
 // /metrics or the admin API (adminhttp.go). It is safe for concurrent use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.serveProbe(w, r) { // /readyz, /livez: for anyone, as they are
+		return
+	}
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
 		return
@@ -336,8 +338,13 @@ func bearerToken(header string) (string, bool) {
 // checkOrigin returns why the request must be refused, or "". A page in a
 // browser may send requests to a local port; the specification requires the
 // Origin check, and the Host check defeats DNS rebinding.
+//
+// A request with no Host at all passes the Host check: net/http refuses an
+// HTTP/1.1 request without one, and a browser always sends one, so it is
+// an HTTP/1.0 client such as a load balancer's health check, never a page
+// a rebound name sent.
 func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
-	if h.loopback && !isLoopbackHost(hostOnly(r.Host)) {
+	if h.loopback && r.Host != "" && !isLoopbackHost(hostOnly(r.Host)) {
 		return fmt.Sprintf("Host %q is not a loopback name; corral listens on a loopback address and refuses other Host headers (DNS rebinding)", r.Host)
 	}
 	origin := r.Header.Get("Origin")
@@ -453,6 +460,9 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 	}
 	if msg.ID == nil {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
+		return nil
+	}
+	if h.refuseWhileDraining(w, "initialize") {
 		return nil
 	}
 	s, why := h.newSession(h.principalOf(r))
@@ -590,22 +600,36 @@ func (rs *relatedStream) send(m []byte) {
 	}
 }
 
-// write writes the messages of rel as events, flushing each, until rel is
-// closed, then closes wrote. end owns it and waits for it.
+// write writes the messages of rel as events, flushing each, and a
+// heartbeat every heartbeatInterval (a subscriptions/listen stream is
+// otherwise silent for as long as nothing changes), until rel is closed,
+// then closes wrote. end owns it and waits for it.
 func (rs *relatedStream) write(rel <-chan []byte, wrote chan<- struct{}) {
 	defer close(wrote)
 	rs.w.Header().Set("Content-Type", "text/event-stream")
 	rs.w.Header().Set("Cache-Control", "no-cache")
 	rs.w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rs.w)
+	beat, stop := rs.h.heartbeats()
+	defer stop()
 	var err error
-	for m := range rel {
-		if err != nil {
-			continue // the client is gone or did not read: drain rel
-		}
-		rs.h.writeDeadline(rc)
-		if _, err = writeSSE(rs.w, m); err == nil {
-			err = rc.Flush()
+	for {
+		select {
+		case m, ok := <-rel:
+			if !ok {
+				return
+			}
+			if err != nil {
+				continue // the client is gone or did not read: drain rel
+			}
+			rs.h.writeDeadline(rc)
+			if _, err = writeSSE(rs.w, m); err == nil {
+				err = rc.Flush()
+			}
+		case <-beat:
+			if err == nil {
+				err = rs.h.writeHeartbeat(rs.w, rc)
+			}
 		}
 	}
 }
@@ -672,6 +696,12 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		return nil
 	}
 	s := h.session(id)
+	if s == nil {
+		if why := h.wrongReplica(id, "Mcp-Session-Id"); why != "" {
+			writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, why)
+			return nil
+		}
+	}
 	if s == nil || s.sse != nil || !h.owns(r, s) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
@@ -704,7 +734,8 @@ func (h *httpFrontEnd) newSession(who principal) (*httpSession, string) {
 	})
 }
 
-// addSession gives s a new random id, marks it used now and registers it,
+// addSession gives s a new random id that names the replica
+// (newReplicaID), marks it used now and registers it,
 // then opens its gateway session, which sends s's messages to deliver. It
 // returns s, or nil (s not registered, no gateway session) and why not
 // when maxSessions are open, or the maxSessions of the profile of who's
@@ -712,9 +743,7 @@ func (h *httpFrontEnd) newSession(who principal) (*httpSession, string) {
 // legacy SSE) open sessions through it, so that they count against one
 // maxSessions.
 func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) (*httpSession, string) {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	s.id = hex.EncodeToString(b[:])
+	s.id = newReplicaID(h.gw.config().Replica)
 	s.ended = make(chan struct{})
 	s.lastUsed.Store(time.Now().UnixNano())
 	cfg := h.gw.config()
@@ -865,8 +894,14 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	rc.Flush()
 	events := s.eventQueue()
 	gone := s.session.goneChan()
+	beat, stop := h.heartbeats()
+	defer stop()
 	for {
 		select {
+		case <-beat:
+			if h.writeHeartbeat(w, rc) != nil {
+				return
+			}
 		case msg := <-events:
 			h.writeDeadline(rc)
 			if _, err := writeSSE(w, msg); err != nil {
@@ -897,14 +932,14 @@ func writeSSE(w io.Writer, msg []byte) (int, error) {
 	return fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
 }
 
-// serveHealth writes the gateway's health report as JSON: 200 when every
-// server is ready, else 503.
+// serveHealth writes the gateway's health report as JSON, with 200: its
+// status says whether every server is ready. One server down does not make
+// the replica unwell (a balancer or orchestrator reading the status would
+// take every server's calls away for one server's crash); /readyz says
+// whether to send it new sessions.
 func (h *httpFrontEnd) serveHealth(w http.ResponseWriter, r *http.Request) {
-	report, ok := h.gw.health()
+	report, _ := h.gw.health()
 	w.Header().Set("Content-Type", "application/json")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(report)
@@ -948,6 +983,7 @@ func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, 
 		return err
 	case <-ctx.Done():
 	}
+	h.drain(skip)
 	drainCtx, cancel := context.WithTimeout(skip, drain)
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {

@@ -59,6 +59,7 @@ var layerTable = []layer{
 		"httpmodern.go: 2026-07-28 requests over HTTP",
 		"batch.go: JSON-RPC batches",
 		"ssefront.go: the legacy HTTP+SSE transport, /sse",
+		"drain.go: for a load balancer: /readyz, /livez, the drain, heartbeats, the wrong replica",
 		"stdiofront.go: the -stdio session",
 		"adminhttp.go: the admin API, /admin/servers",
 		"metricspage.go: /metrics",
@@ -143,6 +144,7 @@ var layerTable = []layer{
 	}},
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
+		"replica.go: a replica's name, and the IDs that carry it",
 		"configparse.go: parsing and validation",
 		"clients.go: named clients, their tokens, and the profiles of what each sees",
 		"oauthconfig.go: the \"oauth\" settings: issuer, resource, scopes, the map from claims to clients",
