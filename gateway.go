@@ -79,6 +79,10 @@ type Gateway struct {
 	// collisions, under catMu, are the name collisions logged, so that each
 	// is logged once, when it appears, not at every rebuild while it lasts.
 	collisions map[string]bool
+	// invalidTools, under catMu, are the tools left out for their
+	// x-mcp-header annotations that were logged (catalog.invalidTools),
+	// each once while it lasts, as collisions are.
+	invalidTools map[string]bool
 
 	mu     sync.Mutex // guards the fields below, and cfg and backends
 	cat    *catalog
@@ -519,6 +523,16 @@ func (g *Gateway) rebuildCatalog() {
 	for k := range numKinds {
 		changed = changed || !sameList(old.lists[k], cat.lists[k])
 	}
+	// A tool left out changes no list, so this is logged whether or not
+	// one changed.
+	bad := map[string]bool{}
+	for _, line := range cat.invalidTools {
+		if !g.invalidTools[line] {
+			g.log.Warn(line)
+		}
+		bad[line] = true
+	}
+	g.invalidTools = bad
 	if changed {
 		logged := map[string]bool{}
 		for _, c := range collisions {

@@ -126,6 +126,23 @@ func (o *offer) lookup(ctx context.Context, k kind, name string) *catalogItem {
 	return o.catalog().lookup(k, name)
 }
 
+// paramHeaders returns the x-mcp-header annotations of the tool clients
+// call name, as view v lists it (the object the client was given, so that
+// a view that changes a tool's inputSchema is checked as it shows it), or
+// nil if v sees no such tool: its call gets the unknown tool's error,
+// whatever its headers. It waits for first starts as lookup does.
+func (o *offer) paramHeaders(ctx context.Context, v *view, name string) []paramHeader {
+	if o.lookup(ctx, kindTool, name) == nil {
+		return nil
+	}
+	it := o.catalog().listsFor(v)[kindTool].byName[name]
+	if it == nil {
+		return nil
+	}
+	hs, _ := toolParamHeaders(it.raw) // the catalog holds valid ones only
+	return hs
+}
+
 // resolveURI finds the backend that serves a resource URI within view v,
 // and the server's own URI for it, after waiting for first starts if it
 // must; see catalog.resolveURI.

@@ -49,6 +49,13 @@
 //		Answer the list requests (the methods ending in /list) of the
 //		capabilities in the comma-separated LIST with error -32601, while
 //		still declaring them: a server whose declaration is wrong.
+//	-param-headers
+//		Add two tools whose inputSchema marks arguments with x-mcp-header
+//		(MCP 2026-07-28, SEP-2243): "params" (region: string, header
+//		Region; count: integer, header Count; opts.dry: boolean, header Dry;
+//		query: string, no header), which answers its arguments as compact
+//		JSON text, and "bad_header", whose annotation is on a number (which
+//		the specification forbids), so that a client must leave it out.
 //	-read-only LIST
 //		List the tools in the comma-separated LIST (named without -prefix)
 //		with "annotations": {"readOnlyHint": true}; the others have none.
@@ -503,6 +510,7 @@ type options struct {
 	era                      string
 	extraTools               int
 	hugeCatalog              int
+	paramHeaders             bool
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
 	unlisted                 map[string]bool // -unlisted, by capability name
@@ -544,6 +552,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
+	fs.BoolVar(&o.paramHeaders, "param-headers", false, "add the tools params and bad_header, whose arguments carry x-mcp-header annotations")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	unlisted := fs.String("unlisted", "", "comma-separated `list` of capabilities whose list requests get -32601")

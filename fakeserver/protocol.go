@@ -460,7 +460,7 @@ func (s *server) initialize(id, params json.RawMessage) {
 type toolDescriptor struct {
 	Name        string       `json:"name"`
 	Description string       `json:"description"`
-	InputSchema inputSchema  `json:"inputSchema"`
+	InputSchema any          `json:"inputSchema"`           // an inputSchema, or a tool's own schema
 	Annotations *annotations `json:"annotations,omitempty"` // -read-only
 }
 
@@ -494,6 +494,9 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 			Name:        t.name,
 			Description: t.description,
 			InputSchema: inputSchema{Type: "object", Properties: t.props},
+		}
+		if t.schema != nil {
+			d.InputSchema = t.schema
 		}
 		if s.opts.readOnly[strings.TrimPrefix(t.name, s.opts.prefix)] {
 			d.Annotations = &annotations{ReadOnlyHint: true}
