@@ -128,8 +128,8 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, acc: newAccess(cfg), log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper, clients: newClientLimits()}
 	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
-	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(s *session, server, tool string) bool {
-		return g.currentCatalog().seesTool(g.viewOf(s.who), server, tool)
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(who principal, server, tool string) bool {
+		return g.currentCatalog().seesTool(g.viewOf(who), server, tool)
 	})
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	// g.scopes, made below with g.subs, answers the subscriptions to

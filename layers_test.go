@@ -88,6 +88,7 @@ var layerTable = []layer{
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",
 		"tasks.go: tasks",
+		"tasksmodern.go: tasks for 2026-07-28 clients: the tasks extension over servers of either era",
 		"serverrequests.go: a server's requests to its client's session",
 		"scope.go: a process per session for servers that ask for one",
 		"admin.go: servers registered at run time",

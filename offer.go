@@ -206,7 +206,18 @@ func (o *offer) unknown(v *view, k kind, name string) string {
 func (o *offer) discover(ctx context.Context, v *view) map[string]any {
 	o.waitFirstStarts(ctx)
 	caps := o.capabilities(v)
-	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
+	// A 2026-07-28 client has the tasks extension instead of the tasks
+	// capability (tasksmodern.go): offered when a server it sees makes
+	// tasks of tools/call, in either era.
+	tasks, _ := caps["tasks"].(map[string]any)
+	offered := tasks != nil && tasks["requests"] != nil
+	delete(caps, "tasks")
+	for _, b := range o.backends() {
+		offered = offered || v.seesServer(b.name) && offersTasksExtension(b.capabilities())
+	}
+	if offered {
+		caps["extensions"] = map[string]any{tasksExtension: struct{}{}}
+	}
 	res := map[string]any{
 		"supportedVersions": allVersions(),
 		"capabilities":      caps,

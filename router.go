@@ -124,9 +124,12 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			return errorReply(msg.ID, werr)
 		}
 		var r *reply
-		if in.era == eraLegacy && taskAugmented(params) {
+		switch {
+		case in.era == eraLegacy && taskAugmented(params):
 			r = g.tasks.forward(ctx, s, in, b, params, token, send)
-		} else {
+		case in.era == eraModern && msg.Method == "tools/call":
+			r = g.tasks.forwardModern(ctx, s, in, b, params, token, send) // a task, where the server makes one
+		default:
 			r = g.forward(ctx, s, in, b, params, token, send)
 		}
 		if r == nil || s.wasCancelled(key) {
@@ -137,7 +140,12 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		return r
 	case opTask:
 		start := g.audit.clock()
-		r := g.tasks.serve(ctx, s, in, send)
+		var r *reply
+		if in.era == eraModern {
+			r = g.tasks.serveModern(ctx, s, in, send)
+		} else {
+			r = g.tasks.serve(ctx, s, in, send)
+		}
 		if r == nil || s.wasCancelled(key) {
 			r = nil
 		}

@@ -667,10 +667,16 @@ func (b *backend) items(k kind) []backendItem { return b.up.items(k) }
 // tool it calls tool, as it last listed it, or nil. It is safe for
 // concurrent use.
 func (b *backend) toolParamHeaders(tool string) []paramHeader {
+	hs, _ := toolParamHeaders(b.toolRaw(tool))
+	return hs
+}
+
+// toolRaw returns the server's tool it calls tool, as it last listed it,
+// or nil.
+func (b *backend) toolRaw(tool string) json.RawMessage {
 	for _, it := range b.items(kindTool) {
 		if it.name == tool {
-			hs, _ := toolParamHeaders(it.raw)
-			return hs
+			return it.raw
 		}
 	}
 	return nil

@@ -462,6 +462,12 @@ type toolDescriptor struct {
 	Description string       `json:"description"`
 	InputSchema any          `json:"inputSchema"`           // an inputSchema, or a tool's own schema
 	Annotations *annotations `json:"annotations,omitempty"` // -read-only
+	Execution   *execution   `json:"execution,omitempty"`   // the task tool, with tasks declared
+}
+
+// execution says how a tool may be called (MCP 2025-11-25).
+type execution struct {
+	TaskSupport string `json:"taskSupport"`
 }
 
 // annotations are a tool's hints.
@@ -497,6 +503,9 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 		}
 		if t.schema != nil {
 			d.InputSchema = t.schema
+		}
+		if t.name == s.opts.prefix+"task" && s.opts.capabilities["tasks"] {
+			d.Execution = &execution{TaskSupport: "optional"}
 		}
 		if s.opts.readOnly[strings.TrimPrefix(t.name, s.opts.prefix)] {
 			d.Annotations = &annotations{ReadOnlyHint: true}

@@ -107,6 +107,7 @@ func (s *server) addTools() {
 	add("task", `Answers "task done MS" after MS; called as a task (with -capabilities ...,tasks), creates one that ends so.`, map[string]property{
 		"ms":     integer("Milliseconds until done (default 200)."),
 		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
+		"early":  {"boolean", "Called as a task: send the task's status before the answer that creates it."},
 	}, s.taskTool)
 	add("links", "Answers a resource_link and an embedded resource of its own resources.", nil, s.links)
 	add("alloc", `Allocates and keeps the given MiB of memory, then answers "allocated N MiB".`, map[string]property{
