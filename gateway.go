@@ -767,12 +767,29 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), cacheable(msg.Method))
+		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), g.forwardedCache(in))
 	}
 	if msg.Method == "tools/call" {
 		b.counted().observe(outcome, time.Since(start))
 	}
 	return r
+}
+
+// forwardedCache returns the caching hints of the result of a forwarded
+// request in (see cacheHints): a server's cacheScope "public" becomes
+// "private" where callers see different servers or items (named clients,
+// profiles) or must show a token, since a shared cache would give it to
+// callers corral would refuse ("Caches MUST NOT be shared across
+// authorization contexts"); a result of a request that carries
+// requestState or inputResponses gets ttlMs 0.
+func (g *Gateway) forwardedCache(in *inbound) cacheHints {
+	if in.era != eraModern || !cacheable(in.msg.Method) {
+		return cacheHints{}
+	}
+	cfg := g.config()
+	return cacheHints{cacheable: true,
+		private: len(cfg.Clients) > 0 || len(cfg.Profiles) > 0 || cfg.AuthTokenFile != "",
+		noStore: carriesRequestState(in.msg.Params)}
 }
 
 // gatewayEvents is what a shared server's backend reports to: each event

@@ -126,6 +126,28 @@ func (o *offer) lookup(ctx context.Context, k kind, name string) *catalogItem {
 	return o.catalog().lookup(k, name)
 }
 
+// listTTL returns the ttlMs of the list of kind k that view v sees: the
+// smallest of the servers v sees that offer k, each server's being the
+// smallest of its list's pages; 0 if one of them is not ready (its list
+// may change as it starts) or speaks the legacy era, whose lists carry
+// none ("If ttlMs is absent, clients SHOULD assume a default of 0").
+func (o *offer) listTTL(v *view, k kind) int64 {
+	ttl := int64(-1)
+	for _, b := range o.backends() {
+		if !v.seesServer(b.name) || !b.capabilities().has(k) {
+			continue
+		}
+		t := b.listTTL(k)
+		if b.snapshot() != stateReady {
+			t = 0
+		}
+		if ttl < 0 || t < ttl {
+			ttl = t
+		}
+	}
+	return max(ttl, 0)
+}
+
 // paramHeaders returns the x-mcp-header annotations of the tool clients
 // call name, as view v lists it (the object the client was given, so that
 // a view that changes a tool's inputSchema is checked as it shows it), or

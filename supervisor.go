@@ -671,6 +671,10 @@ func (b *backend) toolParamHeaders(tool string) []paramHeader {
 	return hs
 }
 
+// listTTL returns the smallest ttlMs of the server's last list of kind k
+// (0 from a legacy server). It is safe for concurrent use.
+func (b *backend) listTTL(k kind) int64 { return b.up.listTTL(k) }
+
 // toolRaw returns the server's tool it calls tool, as it last listed it,
 // or nil.
 func (b *backend) toolRaw(tool string) json.RawMessage {

@@ -210,7 +210,7 @@ func (t *taskTable) serveModern(ctx context.Context, s *session, in *inbound, se
 	if !tk.legacyServer {
 		r := t.call(ctx, s, in, tk.b, setMember(msg.Params, "taskId", tk.key.id), nil, send)
 		if res := resultOf(r); res != nil {
-			return in.rules.result(msg.ID, clientTaskID(res, tk.id), false)
+			return in.rules.result(msg.ID, clientTaskID(res, tk.id), cacheHints{})
 		}
 		return r
 	}
@@ -234,7 +234,7 @@ func (t *taskTable) serveModern(ctx context.Context, s *session, in *inbound, se
 	if werr != nil {
 		return errorReply(msg.ID, werr)
 	}
-	return in.rules.result(msg.ID, result, false)
+	return in.rules.result(msg.ID, result, cacheHints{})
 }
 
 // ownedModern returns who's modern task id, or nil if who has no such task.

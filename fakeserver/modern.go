@@ -199,7 +199,7 @@ func (s *server) modernResult(result any, cacheable bool) (json.RawMessage, erro
 	if _, ok := result.(inputRequiredResult); !ok {
 		members = append(members, `"resultType":"complete"`)
 		if cacheable {
-			members = append(members, `"ttlMs":0`, `"cacheScope":"private"`)
+			members = append(members, fmt.Sprintf(`"ttlMs":%d`, s.opts.ttlMS), fmt.Sprintf(`"cacheScope":%q`, s.opts.cacheScope))
 		}
 	}
 	members = append(members, `"_meta":`+string(bytes.TrimSpace(serverInfo)))
