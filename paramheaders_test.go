@@ -262,3 +262,30 @@ func TestRemoteModernServersGetTheParamHeadersOfAnnotatedArguments(t *testing.T)
 		}
 	}
 }
+
+// TestCheckListsToolsLeftOutForTheirParamHeaders: -check reads the tools
+// a server listed when it last ran (its catalog cache) and names each one
+// corral leaves out for its x-mcp-header, with the reason and the fix.
+func TestCheckListsToolsLeftOutForTheirParamHeaders(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := ParseConfig(dir+"/corral.json", []byte(`{"cacheDir": "cache", "mcpServers": {"a": {"command": "x", "start": "lazy"}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir, err := cfg.catalogCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := invalidToolsReport(cfg); len(got) != 0 {
+		t.Errorf("invalidToolsReport before the server ran = %q, want nothing", got)
+	}
+	cc := newCatalogCache(cacheDir, cfg, cfg.MCPServers["a"])
+	if err := cc.save(&cachedCatalog{Version: catalogCacheVersion, Server: "a", Capabilities: capabilities{"tools": json.RawMessage(`{}`)},
+		Lists: map[string][]json.RawMessage{"tools": {paramsTool, json.RawMessage(`{"name":"bad","inputSchema":{"type":"object","properties":{"r":{"type":"number","x-mcp-header":"R"}}}}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := string(invalidToolsReport(cfg))
+	if !strings.Contains(got, `tool "bad" of server "a" is left out of tools/list: x-mcp-header "R" is on property r`) || strings.Contains(got, "params") || strings.Count(got, "\n") != 1 {
+		t.Errorf("invalidToolsReport = %q, want one line naming tool bad of server a, why and the fix", got)
+	}
+}
