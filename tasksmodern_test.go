@@ -186,3 +186,35 @@ func TestEarlyTaskStatusesAreHeldWithinBounds(t *testing.T) {
 		t.Errorf("after t1 became known, %d held, want t2's alone", tt.nheld)
 	}
 }
+
+// TestModernTasksOfAModernServerPassUnderCorralsIDs: a 2026-07-28 server
+// with the tasks extension (fakeserver -era modern) makes the task itself;
+// corral passes its CreateTaskResult and its answers to tasks/get and
+// tasks/cancel, with its own ID in place of the server's, and the server
+// gets its own ID back.
+func TestModernTasksOfAModernServerPassUnderCorralsIDs(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{"m":{"command":"FAKE","args":["-state","STATE","-name","m","-era","modern","-capabilities","tools,tasks"]}}}`)
+	meta := modernMeta(tasksCaps)
+	_, m, _ := modernPost(t, tg.url, "server/discover", `{`+meta+`}`)
+	if !strings.Contains(string(m.Result), tasksExtension) {
+		t.Errorf("server/discover = %s, want the tasks extension its modern server declares", m.Result)
+	}
+	_, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"task","arguments":{"ms":60000},`+meta+`}`)
+	var created modernTask
+	result(t, m, &created)
+	if created.ResultType != "task" || created.TaskID == "" || strings.HasPrefix(created.TaskID, "task-") || created.TTLMs == nil || *created.TTLMs != 60000 {
+		t.Fatalf("tools/call = %s, want the server's CreateTaskResult under corral's ID", m.Result)
+	}
+	status, m := taskRequest(t, tg.url, "tasks/get", created.TaskID, tasksCaps)
+	var got modernTask
+	result(t, m, &got)
+	if status != 200 || got.TaskID != created.TaskID || got.Status != "working" {
+		t.Errorf("tasks/get = %d %s, want the working task under corral's ID", status, m.Result)
+	}
+	status, m = taskRequest(t, tg.url, "tasks/cancel", created.TaskID, tasksCaps)
+	result(t, m, &got)
+	if status != 200 || got.TaskID != created.TaskID || got.Status != "cancelled" {
+		t.Errorf("tasks/cancel = %d %s, want the server's answer under corral's ID", status, m.Result)
+	}
+}

@@ -400,7 +400,7 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 			c.fail(codeInvalidParams, "invalid params")
 			return
 		}
-		if tc.Task != nil && s.opts.capabilities["tasks"] {
+		if tc.Task != nil && s.opts.capabilities["tasks"] || c.modern != nil && c.modern.declaresTasks() && s.opts.capabilities["tasks"] && tc.Name == s.opts.prefix+"task" {
 			s.createTask(c, tc)
 			return
 		}

@@ -22,7 +22,11 @@ import (
 // client asks for its result (tasks/result), sends it elicitation/create
 // with the related-task _meta, as the specification's input_required flow
 // has it; its text then ends with "; elicited: RESULT" (or "; elicitation
-// failed: WHY"). Called with "early": true, it sends the task's first
+// failed: WHY"). A modern (2026-07-28) call of the task tool from a client
+// that declares the tasks extension (io.modelcontextprotocol/tasks, which
+// server/discover declares with tasks) creates a task too, answered as the
+// extension's CreateTaskResult (resultType "task", the state at the top,
+// ttlMs and pollIntervalMs). Called with "early": true, it sends the task's first
 // status before the answer that creates it, as server-everything does.
 // Listed with tasks declared, the task tool has execution.taskSupport
 // "optional". tasks/get, tasks/list
@@ -131,7 +135,14 @@ func (s *server) createTask(c *call, tc *toolCall) {
 		// that creates it.
 		s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
 	}
-	c.reply(map[string]any{"task": state})
+	if c.modern != nil {
+		// The tasks extension: the server decides, and the task is the
+		// result.
+		c.reply(createdTask{ResultType: "task", TaskID: state.TaskID, Status: state.Status, CreatedAt: state.CreatedAt,
+			LastUpdatedAt: state.LastUpdatedAt, TTLMs: state.TTL, PollIntervalMs: state.PollInterval})
+	} else {
+		c.reply(map[string]any{"task": state})
+	}
 	go s.runTask(ctx, t, ms, a.Elicit)
 }
 
