@@ -84,6 +84,11 @@ func (c *catalog) inView(v *view, k kind, name string) bool {
 type catalogList struct {
 	items  []catalogItem
 	byName map[string]*catalogItem
+	// headers are the x-mcp-header annotations of the tools that have
+	// them (toolParamHeaders), by name as clients see it, read once when
+	// the catalog is built (a renamed tool keeps them); nil in a view's
+	// lists (see listsFor), and when no tool has any.
+	headers map[string][]paramHeader
 }
 
 // catalogItem is one item as clients see it.
@@ -196,6 +201,7 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 		it   backendItem
 		name string
 	}
+	var headers map[int][]paramHeader // the annotated tools' x-mcp-header, by index in entries
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	var collisions, invalid []string
 	var entries []entry
@@ -211,9 +217,16 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 				// these constraints. Rejection means the client MUST exclude
 				// the invalid tool from the result of tools/list." corral
 				// serves HTTP clients whatever its servers' transports.
-				if _, err := toolParamHeaders(it.raw); err != nil {
+				hs, err := toolParamHeaders(it.raw)
+				if err != nil {
 					invalid = append(invalid, invalidToolLine(b.name, it.name, err))
 					continue
+				}
+				if hs != nil {
+					if headers == nil {
+						headers = map[int][]paramHeader{}
+					}
+					headers[len(entries)] = hs
 				}
 			}
 			name := it.name
@@ -240,7 +253,7 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 	}
 	sort.Strings(collisions)
 	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
 			e.name = qualify(k, e.b.name, e.it.name)
 		}
@@ -260,6 +273,12 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 			}
 		}
 		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw})
+		if hs := headers[i]; hs != nil {
+			if l.headers == nil {
+				l.headers = map[string][]paramHeader{}
+			}
+			l.headers[e.name] = hs
+		}
 		l.byName[e.name] = nil
 	}
 	sort.Slice(l.items, func(i, j int) bool { return l.items[i].name < l.items[j].name })

@@ -149,20 +149,19 @@ func (o *offer) listTTL(v *view, k kind) int64 {
 }
 
 // paramHeaders returns the x-mcp-header annotations of the tool clients
-// call name, as view v lists it (the object the client was given, so that
-// a view that changes a tool's inputSchema is checked as it shows it), or
+// call name, as view v lists it (a view that changed a tool's inputSchema
+// would read them again from the object it shows, with toolParamHeaders), or
 // nil if v sees no such tool: its call gets the unknown tool's error,
 // whatever its headers. It waits for first starts as lookup does.
 func (o *offer) paramHeaders(ctx context.Context, v *view, name string) []paramHeader {
 	if o.lookup(ctx, kindTool, name) == nil {
 		return nil
 	}
-	it := o.catalog().listsFor(v)[kindTool].byName[name]
-	if it == nil {
+	cat := o.catalog()
+	if cat.lists[kindTool].headers[name] == nil || !cat.inView(v, kindTool, name) {
 		return nil
 	}
-	hs, _ := toolParamHeaders(it.raw) // the catalog holds valid ones only
-	return hs
+	return cat.lists[kindTool].headers[name]
 }
 
 // resolveURI finds the backend that serves a resource URI within view v,

@@ -289,3 +289,37 @@ func TestCheckListsToolsLeftOutForTheirParamHeaders(t *testing.T) {
 		t.Errorf("invalidToolsReport = %q, want one line naming tool bad of server a, why and the fix", got)
 	}
 }
+
+// BenchmarkCheckParamHeaders measures the check of a modern client's
+// tools/call of an annotated tool, whose annotations the catalog read when
+// it was built: three headers compared with the arguments.
+func BenchmarkCheckParamHeaders(b *testing.B) {
+	hs, _ := toolParamHeaders(paramsTool)
+	args := json.RawMessage(`{"region":"us-west1","count":42,"opts":{"dry":true},"query":"select"}`)
+	h := http.Header{}
+	h.Set("Mcp-Param-Region", "us-west1")
+	h.Set("Mcp-Param-Count", "42")
+	h.Set("Mcp-Param-Dry", "true")
+	for b.Loop() {
+		if werr := checkParamHeaders(h, "params", hs, args); werr != nil {
+			b.Fatal(werr.Message)
+		}
+	}
+}
+
+// BenchmarkToolParamHeaders measures reading a tool's annotations, as a
+// catalog build does for every tool: one with none (the common case, not
+// decoded) and the annotated one.
+func BenchmarkToolParamHeaders(b *testing.B) {
+	plain := json.RawMessage(`{"name":"echo","description":"Answers the given text.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}}}`)
+	for _, tc := range []struct {
+		name string
+		tool json.RawMessage
+	}{{"none", plain}, {"annotated", paramsTool}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				toolParamHeaders(tc.tool)
+			}
+		})
+	}
+}

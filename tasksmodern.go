@@ -106,6 +106,9 @@ func resultOf(r *reply) json.RawMessage {
 func (t *taskTable) forwardModern(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply {
 	declared := declaresTasks(in.caps)
 	legacyServer := !b.isModern()
+	if legacyServer && !offersTaskCalls(b.capabilities()) || !legacyServer && !declared {
+		return t.call(ctx, s, in, b, params, token, send) // the common case: no task can be made
+	}
 	asTask := declared
 	if legacyServer {
 		switch toolTaskSupport(b.toolRaw(calledTool(params))) {
@@ -121,7 +124,6 @@ func (t *taskTable) forwardModern(ctx context.Context, s *session, in *inbound, 
 		default:
 			asTask = false
 		}
-		asTask = asTask && offersTaskCalls(b.capabilities())
 		if asTask {
 			params = setMember(params, "task", json.RawMessage(`{}`)) // the server's default ttl
 		}
