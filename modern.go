@@ -229,18 +229,6 @@ func completeReply(id, result json.RawMessage, cache cacheHints) *reply {
 	return r
 }
 
-// carriesRequestState reports whether params, a modern request's, carry
-// requestState or inputResponses: the request is a retry of a multi
-// round-trip request, whose result is not to be cached.
-func carriesRequestState(params json.RawMessage) bool {
-	if !bytes.Contains(params, []byte(`"requestState"`)) && !bytes.Contains(params, []byte(`"inputResponses"`)) {
-		return false
-	}
-	found := false
-	members(params, func(key string, _ []byte) { found = found || key == "requestState" || key == "inputResponses" })
-	return found
-}
-
 // inputRequired is the result of a modern request that needs the client's
 // input first: the client answers each input request and sends the request
 // again with the answers and the state.

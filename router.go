@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -199,4 +200,16 @@ type cacheHints struct {
 	// be cached, as they depend on inputs that are not part of the cache
 	// key".
 	noStore bool
+}
+
+// carriesRequestState reports whether params, a modern request's, carry
+// requestState or inputResponses: the request is a retry of a multi
+// round-trip request, whose result is not to be cached.
+func carriesRequestState(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"requestState"`)) && !bytes.Contains(params, []byte(`"inputResponses"`)) {
+		return false
+	}
+	found := false
+	members(params, func(key string, _ []byte) { found = found || key == "requestState" || key == "inputResponses" })
+	return found
 }

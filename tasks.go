@@ -223,6 +223,17 @@ func (t *taskTable) owned(s *session, id string) *task {
 	return nil
 }
 
+// ownedModern returns who's modern task id, or nil if who has no such task.
+func (t *taskTable) ownedModern(who principal, id string) *task {
+	t.mu.Lock()
+	tk := t.byID[id]
+	t.mu.Unlock()
+	if tk != nil && tk.modern && tk.who == who && t.visible(tk) {
+		return tk
+	}
+	return nil
+}
+
 // visible reports whether tk's session may see it: it may call its tool.
 func (t *taskTable) visible(tk *task) bool {
 	return t.seesTool == nil || t.seesTool(tk.who, tk.b.name, tk.tool)

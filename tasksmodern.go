@@ -239,17 +239,6 @@ func (t *taskTable) serveModern(ctx context.Context, s *session, in *inbound, se
 	return in.rules.result(msg.ID, result, cacheHints{})
 }
 
-// ownedModern returns who's modern task id, or nil if who has no such task.
-func (t *taskTable) ownedModern(who principal, id string) *task {
-	t.mu.Lock()
-	tk := t.byID[id]
-	t.mu.Unlock()
-	if tk != nil && tk.modern && tk.who == who && t.visible(tk) {
-		return tk
-	}
-	return nil
-}
-
 // legacyCall calls method of tk's 2025-11-25 server with tk's server ID,
 // and returns its result or the error to answer with. A task the server no
 // longer knows (-32602) is forgotten.
