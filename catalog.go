@@ -29,6 +29,10 @@ func qualify(k kind, q, name string) string {
 // built.
 type catalog struct {
 	lists [numKinds]catalogList
+	// invalidTools says, for the log and -check, each tool left out
+	// because its x-mcp-header annotations break the rules (see
+	// toolParamHeaders), sorted.
+	invalidTools []string
 	// resourceNames are the names clients see of the resources in the
 	// list, by server and the server's own URI (see clientURI).
 	resourceNames map[subKey]string
@@ -80,6 +84,11 @@ func (c *catalog) inView(v *view, k kind, name string) bool {
 type catalogList struct {
 	items  []catalogItem
 	byName map[string]*catalogItem
+	// headers are the x-mcp-header annotations of the tools that have
+	// them (toolParamHeaders), by name as clients see it, read once when
+	// the catalog is built (a renamed tool keeps them); nil in a view's
+	// lists (see listsFor), and when no tool has any.
+	headers map[string][]paramHeader
 }
 
 // catalogItem is one item as clients see it.
@@ -123,8 +132,10 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 		if old != nil {
 			prev = &old.lists[k]
 		}
-		cat.lists[k], c = buildList(backends, k, ns, prev)
+		var bad []string
+		cat.lists[k], c, bad = buildList(backends, k, ns, prev)
 		collisions = append(collisions, c...)
+		cat.invalidTools = append(cat.invalidTools, bad...)
 	}
 	cat.resourceNames = make(map[subKey]string, len(cat.lists[kindResource].items))
 	for _, it := range cat.lists[kindResource].items {
@@ -181,21 +192,42 @@ func (ns namespaces) of(k kind, name string) string {
 }
 
 // buildList builds the list of kind k (see buildCatalog); prev, if not nil,
-// is the same list of a catalog built before, whose renamed objects it reuses.
-func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string) {
+// is the same list of a catalog built before, whose renamed objects it
+// reuses. It returns the collisions, and the tools it left out for invalid
+// x-mcp-header annotations (see invalidToolLine).
+func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string, []string) {
 	type entry struct {
 		b    *backend
 		it   backendItem
 		name string
 	}
+	var headers map[int][]paramHeader // the annotated tools' x-mcp-header, by index in entries
 	what := strings.TrimSuffix(kinds[k].field, "s")
-	var collisions []string
+	var collisions, invalid []string
 	var entries []entry
 	owners := map[string][]string{} // plain name -> servers offering it without a prefix
 	for _, b := range backends {
 		for _, it := range b.items(k) {
 			if k == kindTool && !b.cfg.Tools.allows(it.name) {
 				continue
+			}
+			if k == kindTool {
+				// "Clients using the Streamable HTTP transport MUST reject
+				// tool definitions where any x-mcp-header value violates
+				// these constraints. Rejection means the client MUST exclude
+				// the invalid tool from the result of tools/list." corral
+				// serves HTTP clients whatever its servers' transports.
+				hs, err := toolParamHeaders(it.raw)
+				if err != nil {
+					invalid = append(invalid, invalidToolLine(b.name, it.name, err))
+					continue
+				}
+				if hs != nil {
+					if headers == nil {
+						headers = map[int][]paramHeader{}
+					}
+					headers[len(entries)] = hs
+				}
 			}
 			name := it.name
 			switch {
@@ -221,7 +253,7 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 	}
 	sort.Strings(collisions)
 	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
 			e.name = qualify(k, e.b.name, e.it.name)
 		}
@@ -241,13 +273,20 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 			}
 		}
 		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw})
+		if hs := headers[i]; hs != nil {
+			if l.headers == nil {
+				l.headers = map[string][]paramHeader{}
+			}
+			l.headers[e.name] = hs
+		}
 		l.byName[e.name] = nil
 	}
 	sort.Slice(l.items, func(i, j int) bool { return l.items[i].name < l.items[j].name })
 	for i := range l.items {
 		l.byName[l.items[i].name] = &l.items[i]
 	}
-	return l, collisions
+	sort.Strings(invalid)
+	return l, collisions, invalid
 }
 
 // renamed returns the object prev holds for item it of server b named name,

@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -274,4 +276,30 @@ func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
 		}
 		return names, true
 	}
+}
+
+// invalidToolsReport returns what -check prints of the tools that corral
+// leaves out of its lists for their x-mcp-header annotations (see
+// toolParamHeaders), as the servers' catalog cache files list them: a
+// line for each, naming the server, the tool, why and the fix. Servers
+// whose tools are not known yet (no cache file) have none.
+func invalidToolsReport(cfg *Config) []byte {
+	dir, err := cfg.catalogCacheDir()
+	if err != nil {
+		return nil
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
+		cc, err := newCatalogCache(dir, cfg, cfg.MCPServers[name]).load()
+		if err != nil {
+			continue
+		}
+		for _, raw := range cc.Lists[kinds[kindTool].field] {
+			tool, _ := itemName(kindTool, raw)
+			if _, err := toolParamHeaders(raw); err != nil {
+				fmt.Fprintln(&b, invalidToolLine(name, tool, err))
+			}
+		}
+	}
+	return []byte(b.String())
 }

@@ -46,7 +46,9 @@ func legacyInbound(msg *wireMsg) *inbound {
 type legacyEra struct{}
 
 // result returns result as it is: a legacy result has nothing to add.
-func (legacyEra) result(id, result json.RawMessage, _ bool) *reply { return resultReply(id, result) }
+func (legacyEra) result(id, result json.RawMessage, _ cacheHints) *reply {
+	return resultReply(id, result)
+}
 
 // ownMeta returns nil: a legacy result corral makes has no _meta.
 func (legacyEra) ownMeta() json.RawMessage { return nil }

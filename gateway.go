@@ -79,6 +79,10 @@ type Gateway struct {
 	// collisions, under catMu, are the name collisions logged, so that each
 	// is logged once, when it appears, not at every rebuild while it lasts.
 	collisions map[string]bool
+	// invalidTools, under catMu, are the tools left out for their
+	// x-mcp-header annotations that were logged (catalog.invalidTools),
+	// each once while it lasts, as collisions are.
+	invalidTools map[string]bool
 
 	mu     sync.Mutex // guards the fields below, and cfg and backends
 	cat    *catalog
@@ -124,8 +128,8 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g := &Gateway{cfg: cfg, acc: newAccess(cfg), log: log, cat: &catalog{},
 		instance: newInstanceID(), reaper: reaper, clients: newClientLimits()}
 	g.offer = &offer{catalog: g.currentCatalog, backends: g.backendList}
-	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(s *session, server, tool string) bool {
-		return g.currentCatalog().seesTool(g.viewOf(s.who), server, tool)
+	g.tasks = newTaskTable(g.config, g.forward, &g.owned, func(who principal, server, tool string) bool {
+		return g.currentCatalog().seesTool(g.viewOf(who), server, tool)
 	})
 	g.serverRequests = newServerRequests(g.config, log, g.tasks.relatedSession, g.tasks.clientRelated)
 	// g.scopes, made below with g.subs, answers the subscriptions to
@@ -523,6 +527,16 @@ func (g *Gateway) rebuildCatalog() {
 	for k := range numKinds {
 		changed = changed || !sameList(old.lists[k], cat.lists[k])
 	}
+	// A tool left out changes no list, so this is logged whether or not
+	// one changed.
+	bad := map[string]bool{}
+	for _, line := range cat.invalidTools {
+		if !g.invalidTools[line] {
+			g.log.Warn(line)
+		}
+		bad[line] = true
+	}
+	g.invalidTools = bad
 	if changed {
 		logged := map[string]bool{}
 		for _, c := range collisions {
@@ -757,12 +771,29 @@ func (g *Gateway) answerReply(ctx context.Context, in *inbound, b *backend, answ
 		outcome = outcomeServerError
 		r = errorReply(msg.ID, answer.Error)
 	default:
-		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), cacheable(msg.Method))
+		r = in.rules.result(msg.ID, clientURIs(g.currentCatalog, g.backendList, b, answer.Result), g.forwardedCache(in))
 	}
 	if msg.Method == "tools/call" {
 		b.counted().observe(outcome, time.Since(start))
 	}
 	return r
+}
+
+// forwardedCache returns the caching hints of the result of a forwarded
+// request in (see cacheHints): a server's cacheScope "public" becomes
+// "private" where callers see different servers or items (named clients,
+// profiles) or must show a token, since a shared cache would give it to
+// callers corral would refuse ("Caches MUST NOT be shared across
+// authorization contexts"); a result of a request that carries
+// requestState or inputResponses gets ttlMs 0.
+func (g *Gateway) forwardedCache(in *inbound) cacheHints {
+	if in.era != eraModern || !cacheable(in.msg.Method) {
+		return cacheHints{}
+	}
+	cfg := g.config()
+	return cacheHints{cacheable: true,
+		private: len(cfg.Clients) > 0 || len(cfg.Profiles) > 0 || cfg.AuthTokenFile != "",
+		noStore: carriesRequestState(in.msg.Params)}
 }
 
 // gatewayEvents is what a shared server's backend reports to: each event

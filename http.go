@@ -669,7 +669,12 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
-	s := h.gw.sessions.detachedSession(h.principalOf(r))
+	who := h.principalOf(r)
+	if werr := h.checkParamHeaders(r, who, msg); werr != nil {
+		answer(http.StatusBadRequest, errorReply(msg.ID, werr))
+		return
+	}
+	s := h.gw.sessions.detachedSession(who)
 	a, streamed := h.call(w, r, s, "", in, nil)
 	if streamed {
 		return

@@ -5,6 +5,7 @@ package main
 // and GET and DELETE, which the era removed.
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -40,4 +41,25 @@ func refuseModernGetDelete(w http.ResponseWriter, r *http.Request) bool {
 	writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, fmt.Sprintf(
 		"%s is not part of MCP %s, which has no sessions and no GET stream: POST each request; subscriptions/listen streams change notifications", r.Method, modernVersion))
 	return true
+}
+
+// checkParamHeaders checks the Mcp-Param headers of r, a modern client's
+// request msg, against its arguments, for a tools/call of a tool that
+// marks arguments with x-mcp-header in the view of who (see
+// checkParamHeaders in paramheaders.go), and returns the error to answer
+// with (400, -32020), or nil. Other methods have no parameter headers.
+func (h *httpFrontEnd) checkParamHeaders(r *http.Request, who principal, msg *wireMsg) *wireError {
+	if msg.Method != "tools/call" {
+		return nil
+	}
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	json.Unmarshal(msg.Params, &p)
+	hs := h.gw.offer.paramHeaders(r.Context(), h.gw.viewOf(who), p.Name)
+	if len(hs) == 0 {
+		return nil
+	}
+	return checkParamHeaders(r.Header, p.Name, hs, p.Arguments)
 }

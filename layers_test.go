@@ -89,6 +89,7 @@ var layerTable = []layer{
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",
 		"tasks.go: tasks",
+		"tasksmodern.go: tasks for 2026-07-28 clients: the tasks extension over servers of either era",
 		"serverrequests.go: a server's requests to its client's session",
 		"scope.go: a process per session for servers that ask for one",
 		"admin.go: servers registered at run time",
@@ -120,6 +121,7 @@ var layerTable = []layer{
 		"linereader.go: lines of at most a bound",
 		"jsonscan.go: scanning raw JSON",
 		"jsonedit.go: replacing a value of raw JSON in place",
+		"paramheaders.go: MCP 2026-07-28 parameter headers: x-mcp-header annotations checked, Mcp-Param headers made and checked",
 	}},
 	{"protocol", "the vocabulary every layer above speaks: one table of what corral knows of each MCP method, error codes and _meta keys", []string{
 		"protocol.go: every method's kind, routing member, era, capability; versions, error codes, _meta keys",

@@ -251,6 +251,7 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 	inv.stdout.Write(cfg.oauthReport())
+	inv.stdout.Write(invalidToolsReport(cfg))
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -132,8 +133,8 @@ type modernEra struct{}
 
 // result returns the answer with what every modern result needs (see
 // completeReply).
-func (modernEra) result(id, result json.RawMessage, cacheable bool) *reply {
-	return completeReply(id, result, cacheable)
+func (modernEra) result(id, result json.RawMessage, cache cacheHints) *reply {
+	return completeReply(id, result, cache)
 }
 
 // ownMeta names corral as the server: every modern result does.
@@ -160,25 +161,55 @@ func (modernEra) forward(ctx context.Context, fw *forwarder, f *forwarding) *rep
 // completeReply answers a modern request with result, adding what every
 // modern result needs if the server did not set it: resultType
 // ("complete"), and for a cacheable result (lists, resources/read,
-// server/discover) ttlMs and cacheScope. The result is not copied.
-func completeReply(id, result json.RawMessage, cacheable bool) *reply {
-	r := resultReply(id, result)
+// server/discover: "Servers MUST include caching hints on results with
+// resultType: complete returned by" those) ttlMs (cache.ttlMs) and
+// cacheScope ("private"), and changing what cache says to change (see
+// cacheHints). A result whose resultType is another ("input_required",
+// "task") gets no hints: "Interim results with resultType: input_required
+// ... are not cacheable and carry no caching hints." The result is not
+// copied unless a value in it changes.
+func completeReply(id, result json.RawMessage, cache cacheHints) *reply {
 	i := skipSpace(result, 0)
 	if i >= len(result) || result[i] != '{' {
-		return r
+		return resultReply(id, result)
 	}
 	has := map[string]bool{}
-	members(result, func(key string, _ []byte) {
-		if key == "resultType" || key == "ttlMs" || key == "cacheScope" {
+	complete := true
+	var ttl, scope []byte
+	members(result, func(key string, value []byte) {
+		switch key {
+		case "resultType":
 			has[key] = true
+			complete = string(value) == `"complete"`
+		case "ttlMs":
+			has[key], ttl = true, value
+		case "cacheScope":
+			has[key], scope = true, value
 		}
 	})
+	cacheable := cache.cacheable && complete
+	if cacheable && (cache.noStore && has["ttlMs"] && string(ttl) != "0" || cache.private && string(scope) != `"private"` && has["cacheScope"]) {
+		rw := rawEditor{data: result}
+		if start, end, ok := rw.member(i, "ttlMs"); ok && cache.noStore {
+			rw.edits = append(rw.edits, rawEdit{start, end, []byte("0")})
+		}
+		if start, end, ok := rw.member(i, "cacheScope"); ok && cache.private {
+			rw.replace(start, end, "private")
+		}
+		sort.Slice(rw.edits, func(a, b int) bool { return rw.edits[a].start < rw.edits[b].start })
+		result = rw.output()
+	}
+	r := resultReply(id, result)
 	var add []string
 	if !has["resultType"] {
 		add = append(add, `"resultType":"complete"`)
 	}
 	if cacheable && !has["ttlMs"] {
-		add = append(add, `"ttlMs":0`)
+		ms := cache.ttlMs
+		if cache.noStore {
+			ms = 0
+		}
+		add = append(add, fmt.Sprintf(`"ttlMs":%d`, max(ms, 0)))
 	}
 	if cacheable && !has["cacheScope"] {
 		add = append(add, `"cacheScope":"private"`)

@@ -126,6 +126,44 @@ func (o *offer) lookup(ctx context.Context, k kind, name string) *catalogItem {
 	return o.catalog().lookup(k, name)
 }
 
+// listTTL returns the ttlMs of the list of kind k that view v sees: the
+// smallest of the servers v sees that offer k, each server's being the
+// smallest of its list's pages; 0 if one of them is not ready (its list
+// may change as it starts) or speaks the legacy era, whose lists carry
+// none ("If ttlMs is absent, clients SHOULD assume a default of 0").
+func (o *offer) listTTL(v *view, k kind) int64 {
+	ttl := int64(-1)
+	for _, b := range o.backends() {
+		if !v.seesServer(b.name) || !b.capabilities().has(k) {
+			continue
+		}
+		t := b.listTTL(k)
+		if b.snapshot() != stateReady {
+			t = 0
+		}
+		if ttl < 0 || t < ttl {
+			ttl = t
+		}
+	}
+	return max(ttl, 0)
+}
+
+// paramHeaders returns the x-mcp-header annotations of the tool clients
+// call name, as view v lists it (a view that changed a tool's inputSchema
+// would read them again from the object it shows, with toolParamHeaders), or
+// nil if v sees no such tool: its call gets the unknown tool's error,
+// whatever its headers. It waits for first starts as lookup does.
+func (o *offer) paramHeaders(ctx context.Context, v *view, name string) []paramHeader {
+	if o.lookup(ctx, kindTool, name) == nil {
+		return nil
+	}
+	cat := o.catalog()
+	if cat.lists[kindTool].headers[name] == nil || !cat.inView(v, kindTool, name) {
+		return nil
+	}
+	return cat.lists[kindTool].headers[name]
+}
+
 // resolveURI finds the backend that serves a resource URI within view v,
 // and the server's own URI for it, after waiting for first starts if it
 // must; see catalog.resolveURI.
@@ -189,7 +227,18 @@ func (o *offer) unknown(v *view, k kind, name string) string {
 func (o *offer) discover(ctx context.Context, v *view) map[string]any {
 	o.waitFirstStarts(ctx)
 	caps := o.capabilities(v)
-	delete(caps, "tasks") // a legacy session's: a modern request has none to own a task
+	// A 2026-07-28 client has the tasks extension instead of the tasks
+	// capability (tasksmodern.go): offered when a server it sees makes
+	// tasks of tools/call, in either era.
+	tasks, _ := caps["tasks"].(map[string]any)
+	offered := tasks != nil && tasks["requests"] != nil
+	delete(caps, "tasks")
+	for _, b := range o.backends() {
+		offered = offered || v.seesServer(b.name) && offersTasksExtension(b.capabilities())
+	}
+	if offered {
+		caps["extensions"] = map[string]any{tasksExtension: struct{}{}}
+	}
 	res := map[string]any{
 		"supportedVersions": allVersions(),
 		"capabilities":      caps,

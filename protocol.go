@@ -33,6 +33,10 @@ const (
 	codeUnsupportedVersion = -32022 // 2026-07-28: the protocol version is not served
 )
 
+// tasksExtension names the tasks extension of 2026-07-28 in a
+// capabilities' "extensions".
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
 // The _meta keys corral reads or writes. progressToken is MCP's since its
 // first version; the io.modelcontextprotocol/ ones are the 2026-07-28 era's,
 // which carries in every request what a legacy session learned once at
@@ -142,10 +146,16 @@ var methods = map[string]methodInfo{
 	"resources/unsubscribe":    {from: fromClient, op: opUnsubscribe, kind: kindResource, member: routeURI, eras: eraLegacy},
 	"logging/setLevel":         {from: fromClient, op: opSetLevel, eras: eraLegacy, capability: "logging"},
 	"subscriptions/listen":     {from: fromClient, op: opListen, eras: eraModern},
-	"tasks/get":                {from: fromClient, op: opTask, eras: eraLegacy},
-	"tasks/result":             {from: fromClient, op: opTask, eras: eraLegacy},
-	"tasks/cancel":             {from: fromClient, op: opTask, eras: eraLegacy},
-	"tasks/list":               {from: fromClient, op: opTaskList, eras: eraLegacy},
+	// tasks/get and tasks/cancel are both eras' (2026-07-28's through the
+	// tasks extension, which adds tasks/update): "When tasks/get,
+	// tasks/update, or tasks/cancel is sent over the Streamable HTTP
+	// transport, the client MUST set the Mcp-Name header to the value of
+	// params.taskId."
+	"tasks/get":    {from: fromClient, op: opTask, member: "taskId", mcpName: true, eras: eraBoth},
+	"tasks/result": {from: fromClient, op: opTask, eras: eraLegacy},
+	"tasks/cancel": {from: fromClient, op: opTask, member: "taskId", mcpName: true, eras: eraBoth},
+	"tasks/update": {from: fromClient, op: opTask, member: "taskId", mcpName: true, eras: eraModern},
+	"tasks/list":   {from: fromClient, op: opTaskList, eras: eraLegacy},
 
 	// Notifications from clients.
 	"notifications/initialized":        {from: fromClient, notification: true, op: opAcknowledged, eras: eraLegacy},

@@ -97,6 +97,16 @@ type remoteConn struct {
 	closeErr  error
 
 	untyped sync.Once // for the debug log line about answers without Content-Type
+
+	// paramHeaders, if not nil, returns the x-mcp-header annotations of
+	// the server's tool named tool (see toolParamHeaders). It is set
+	// before the first message is written and not changed: a modern
+	// tools/call then carries the Mcp-Param headers of its arguments, as
+	// the 2026-07-28 specification asks of every client ("When a server's
+	// tool definition includes x-mcp-header annotations, conforming
+	// clients MUST mirror the designated parameter values into HTTP
+	// headers").
+	paramHeaders func(tool string) []paramHeader
 }
 
 // dialRemote returns a connection to the MCP server at url, called name in
@@ -277,8 +287,9 @@ type outgoing struct {
 	line   []byte // the message, without its newline
 	id     []byte // a request's compact ID; nil for a notification or an answer
 	method string
-	modern string // the modern protocol version in the message's _meta, or ""
-	name   string // the Mcp-Name header of a modern request, or ""
+	modern string            // the modern protocol version in the message's _meta, or ""
+	name   string            // the Mcp-Name header of a modern request, or ""
+	params map[string]string // the Mcp-Param headers of a modern tools/call
 
 	// after is closed when the messages this one must follow have been
 	// posted; barrier, if not nil, is closed when this one has been.
@@ -308,6 +319,15 @@ func (c *remoteConn) send(line []byte) error {
 	}
 	if o.modern = modernVersionOf(msg.Params); o.modern != "" {
 		o.name = mcpName(msg.Method, msg.Params)
+		if msg.Method == "tools/call" && c.paramHeaders != nil {
+			if hs := c.paramHeaders(o.name); len(hs) > 0 {
+				var p struct {
+					Arguments json.RawMessage `json:"arguments"`
+				}
+				json.Unmarshal(msg.Params, &p)
+				o.params = paramHeaderValues(hs, p.Arguments)
+			}
+		}
 	}
 	var cancelled []byte // the compact ID of the request a cancellation is about
 	if msg.Method == "notifications/cancelled" {
@@ -403,6 +423,9 @@ func (c *remoteConn) do(o *outgoing) (resp *http.Response, sid string) {
 		req.Header.Set("Mcp-Method", headerValue(o.method))
 		if o.name != "" {
 			req.Header.Set("Mcp-Name", headerValue(o.name))
+		}
+		for k, v := range o.params {
+			req.Header.Set(k, v)
 		}
 	}
 	resp, err = c.client.Do(req)

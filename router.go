@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -36,9 +37,9 @@ type inbound struct {
 // safe for concurrent use.
 type eraRules interface {
 	// result returns the answer to request id that carries result, as
-	// the era's results leave for the client; cacheable is the method's,
-	// from the table. The result is not copied.
-	result(id, result json.RawMessage, cacheable bool) *reply
+	// the era's results leave for the client, with the caching hints
+	// cache says (a legacy result has none). The result is not copied.
+	result(id, result json.RawMessage, cache cacheHints) *reply
 	// ownMeta returns the _meta of a result corral makes itself, or nil.
 	ownMeta() json.RawMessage
 	// notServed returns the error that answers a method corral does not
@@ -109,7 +110,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		}
 	case opForward:
 		if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
-			return in.rules.result(msg.ID, g.notices.readStatus(v), cacheable(msg.Method)) // a modern client's gets ttlMs and cacheScope as a forwarded read's
+			return in.rules.result(msg.ID, g.notices.readStatus(v), cacheHints{cacheable: true}) // it changes at any time: ttlMs 0
 		}
 		// Each way out writes the request's audit line (audit.go): here its
 		// outcome is known.
@@ -124,9 +125,12 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			return errorReply(msg.ID, werr)
 		}
 		var r *reply
-		if in.era == eraLegacy && taskAugmented(params) {
+		switch {
+		case in.era == eraLegacy && taskAugmented(params):
 			r = g.tasks.forward(ctx, s, in, b, params, token, send)
-		} else {
+		case in.era == eraModern && msg.Method == "tools/call":
+			r = g.tasks.forwardModern(ctx, s, in, b, params, token, send) // a task, where the server makes one
+		default:
 			r = g.forward(ctx, s, in, b, params, token, send)
 		}
 		if r == nil || s.wasCancelled(key) {
@@ -137,7 +141,12 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		return r
 	case opTask:
 		start := g.audit.clock()
-		r := g.tasks.serve(ctx, s, in, send)
+		var r *reply
+		if in.era == eraModern {
+			r = g.tasks.serveModern(ctx, s, in, send)
+		} else {
+			r = g.tasks.serve(ctx, s, in, send)
+		}
 		if r == nil || s.wasCancelled(key) {
 			r = nil
 		}
@@ -167,5 +176,40 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	if !ok {
 		raw, _ = json.Marshal(result)
 	}
-	return in.rules.result(msg.ID, raw, info.cacheable)
+	cache := cacheHints{cacheable: info.cacheable}
+	if info.op == opList && in.era == eraModern {
+		cache.ttlMs = g.offer.listTTL(v, info.kind)
+	}
+	return in.rules.result(msg.ID, raw, cache)
+}
+
+// cacheHints are what a modern result of a cacheable method (server/discover,
+// the lists, resources/read) carries for caches, ttlMs and cacheScope; a
+// legacy result has none. Its zero value is a result that is not
+// cacheable.
+type cacheHints struct {
+	cacheable bool
+	// ttlMs is the ttlMs a result that has none gets: for a list corral
+	// merged, the smallest of its servers' (see offer.listTTL).
+	ttlMs int64
+	// private makes a server's cacheScope "public" "private": the result
+	// varies by caller, whose views of the servers differ.
+	private bool
+	// noStore sets ttlMs to 0, whatever the server said: the request
+	// carried requestState or inputResponses, whose "Results ... MUST NOT
+	// be cached, as they depend on inputs that are not part of the cache
+	// key".
+	noStore bool
+}
+
+// carriesRequestState reports whether params, a modern request's, carry
+// requestState or inputResponses: the request is a retry of a multi
+// round-trip request, whose result is not to be cached.
+func carriesRequestState(params json.RawMessage) bool {
+	if !bytes.Contains(params, []byte(`"requestState"`)) && !bytes.Contains(params, []byte(`"inputResponses"`)) {
+		return false
+	}
+	found := false
+	members(params, func(key string, _ []byte) { found = found || key == "requestState" || key == "inputResponses" })
+	return found
 }

@@ -359,6 +359,9 @@ func (b *backend) startChild(m *mux) (link, error) {
 // connection is over when the session expired, or a ping failed.
 func (b *backend) dial(m *mux) (link, error) {
 	rc := dialLink(b.cfg, b.gcfg, remoteHTTPClient(), b.log)
+	if c, ok := rc.(*remoteConn); ok {
+		c.paramHeaders = b.toolParamHeaders // before the first message
+	}
 	b.mu.Lock()
 	b.remote, b.mux, b.logLevel = rc, m, ""
 	b.mu.Unlock()
@@ -659,6 +662,29 @@ func (b *backend) listenLoop(m *mux) { b.up.listenLoop(m) }
 
 // items returns the server's last list of kind k.
 func (b *backend) items(k kind) []backendItem { return b.up.items(k) }
+
+// toolParamHeaders returns the x-mcp-header annotations of the server's
+// tool it calls tool, as it last listed it, or nil. It is safe for
+// concurrent use.
+func (b *backend) toolParamHeaders(tool string) []paramHeader {
+	hs, _ := toolParamHeaders(b.toolRaw(tool))
+	return hs
+}
+
+// listTTL returns the smallest ttlMs of the server's last list of kind k
+// (0 from a legacy server). It is safe for concurrent use.
+func (b *backend) listTTL(k kind) int64 { return b.up.listTTL(k) }
+
+// toolRaw returns the server's tool it calls tool, as it last listed it,
+// or nil.
+func (b *backend) toolRaw(tool string) json.RawMessage {
+	for _, it := range b.items(kindTool) {
+		if it.name == tool {
+			return it.raw
+		}
+	}
+	return nil
+}
 
 // capabilities returns what the server declared in its last handshake.
 func (b *backend) capabilities() capabilities { return b.up.capabilities() }

@@ -7,11 +7,12 @@ package main
 // server's, and two servers may use the same ones: corral gives each task
 // an ID of its own, as it does requests, remembers which server and which
 // session it belongs to, and routes the tasks methods by it. A session sees
-// and reaches only its own tasks. Tasks are a legacy session's: a modern
-// (2026-07-28) request has no session to own one.
+// and reaches only its own tasks. A 2026-07-28 client has no session: its
+// tasks (the tasks extension, tasksmodern.go) are owned by its principal.
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,14 +28,19 @@ const metaRelatedTask = "io.modelcontextprotocol/related-task"
 
 // task is one task a client created through corral.
 type task struct {
-	id      string  // corral's ID, the one the client knows
-	key     taskKey // the server's
-	b       *backend
-	tool    string // the tool the client called, by the name the client used
-	run     *mux   // the run of b the task was created in; a later run forgets it
-	s       *session
-	seq     int64     // the order of creation, for tasks/list
-	expires time.Time // when the server may forget it (its ttl); zero if never
+	id   string  // corral's ID, the one the client knows
+	key  taskKey // the server's
+	b    *backend
+	tool string    // the tool the client called, by the name the client used
+	run  *mux      // the run of b the task was created in; a later run forgets it
+	s    *session  // the legacy session that owns it; nil for a modern task
+	who  principal // who created it: the owner of a modern task
+	// modern says a 2026-07-28 client created it (tasksmodern.go): who
+	// owns it, and legacyServer says its server speaks 2025-11-25 tasks,
+	// which corral translates.
+	modern, legacyServer bool
+	seq                  int64     // the order of creation, for tasks/list
+	expires              time.Time // when the server may forget it (its ttl); zero if never
 }
 
 // taskKey names a task as its server knows it: server is the backend's
@@ -58,16 +64,52 @@ type taskTable struct {
 	// answer (Gateway.forward).
 	call  func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply
 	group *goroutines // what runs the cancellations of an ended session's tasks
-	// seesTool reports whether session s may call the tool of server
-	// named tool (the name the client used) in the config in force: a task
-	// of a tool it may not call does not exist for it. If nil, it may.
-	seesTool func(s *session, server, tool string) bool
+	// seesTool reports whether who may call the tool of server named
+	// tool (the name the client used) in the config in force: a task of a
+	// tool it may not call does not exist for it. If nil, it may.
+	seesTool func(who principal, server, tool string) bool
+	// maxHeld bounds the statuses held for tasks not known yet (see
+	// hold), and holdFor how long each is held. If zero, defaultMaxHeld
+	// and defaultHoldFor.
+	maxHeld int
+	holdFor time.Duration
 
 	mu       sync.Mutex
 	byID     map[string]*task
 	byServer map[taskKey]*task
-	count    map[*session]int // tasks and reservations, by session
+	count    map[any]int // tasks and reservations, by owner (see task.owner)
 	seq      int64
+	// held are the servers' notifications/tasks/status about tasks not
+	// known yet, by the server's key, nheld of them in all; dropped counts
+	// those dropped past maxHeld or holdFor, for the log.
+	held    map[taskKey][]heldStatus
+	nheld   int
+	dropped int64
+}
+
+// heldStatus is a notifications/tasks/status a server sent about a task
+// before the answer that creates it, held until until.
+type heldStatus struct {
+	b      *backend
+	params json.RawMessage
+	until  time.Time
+}
+
+// The bounds of the statuses held for tasks not known yet: a server sends
+// one just before its answer (server-everything always does), so a few
+// seconds and a few dozen are plenty.
+const (
+	defaultMaxHeld = 64
+	defaultHoldFor = 10 * time.Second
+)
+
+// owner is what owns tk, the key of its count: its session, or for a
+// modern task its principal.
+func (tk *task) owner() any {
+	if tk.modern {
+		return tk.who
+	}
+	return tk.s
 }
 
 // newTaskTable returns an empty table whose requests to servers go through
@@ -76,26 +118,35 @@ type taskTable struct {
 // forgetSession use them: a table whose users call none of those (a test's)
 // may be given nil for all three. A task is seen by its session only while
 // seesTool says so (see taskTable.seesTool).
-func newTaskTable(config func() *Config, call func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply, group *goroutines, seesTool func(s *session, server, tool string) bool) *taskTable {
+func newTaskTable(config func() *Config, call func(ctx context.Context, s *session, in *inbound, b *backend, params, token json.RawMessage, send func([]byte)) *reply, group *goroutines, seesTool func(who principal, server, tool string) bool) *taskTable {
 	return &taskTable{config: config, call: call, group: group, seesTool: seesTool,
-		byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[*session]int{}}
+		byID: map[string]*task{}, byServer: map[taskKey]*task{}, count: map[any]int{}, held: map[taskKey][]heldStatus{}}
 }
 
 // reserve makes room for one task of s, or returns the error that refuses
 // it: s has max tasks already. Tasks whose ttl has passed are forgotten
 // first. The room is taken by add or given back by release.
 func (t *taskTable) reserve(s *session, max int, now time.Time) *wireError {
+	return t.reserveFor(s, max, now)
+}
+
+// reserveFor is reserve for owner, a session or a modern task's principal
+// (see task.owner).
+func (t *taskTable) reserveFor(owner any, max int, now time.Time) *wireError {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id, tk := range t.byID {
-		if tk.s == s && !tk.expires.IsZero() && now.After(tk.expires) {
+		if tk.owner() == owner && !tk.expires.IsZero() && now.After(tk.expires) {
 			t.drop(id)
 		}
 	}
-	if n := t.count[s]; n >= max {
+	if n := t.count[owner]; n >= max {
+		if _, modern := owner.(principal); modern {
+			return unavailable("this client has %d tasks, the limit (maxTasksPerSession, which bounds a 2026-07-28 client's tasks too); corral forgets a task when its ttl ends or its server restarts", n)
+		}
 		return unavailable("this session has %d tasks, the limit (maxTasksPerSession); corral forgets a task when its ttl ends or the session ends", n)
 	}
-	t.count[s]++
+	t.count[owner]++
 	return nil
 }
 
@@ -109,11 +160,14 @@ func (t *taskTable) replica() string {
 }
 
 // release gives back a reservation that made no task.
-func (t *taskTable) release(s *session) {
+func (t *taskTable) release(s *session) { t.releaseFor(s) }
+
+// releaseFor is release for owner (see reserveFor).
+func (t *taskTable) releaseFor(owner any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.count[s]--; t.count[s] <= 0 {
-		delete(t.count, s)
+	if t.count[owner]--; t.count[owner] <= 0 {
+		delete(t.count, owner)
 	}
 }
 
@@ -121,7 +175,13 @@ func (t *taskTable) release(s *session) {
 // made, and returns it with corral's ID. A task the server gives an ID it
 // already gave (after a restart corral did not see) replaces the old one.
 func (t *taskTable) add(s *session, b *backend, tool, id string, ttl time.Duration, now time.Time) *task {
-	tk := &task{id: newReplicaID(t.replica()), key: taskKey{b.markerName(), id}, b: b, tool: tool, run: b.currentRun(), s: s}
+	return t.insert(&task{s: s, who: s.who}, b, tool, id, ttl, now)
+}
+
+// insert records tk, whose owner is set, as the task server b created as
+// id (see add).
+func (t *taskTable) insert(tk *task, b *backend, tool, id string, ttl time.Duration, now time.Time) *task {
+	tk.id, tk.key, tk.b, tk.tool, tk.run = newReplicaID(t.replica()), taskKey{b.markerName(), id}, b, tool, b.currentRun()
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
@@ -145,8 +205,8 @@ func (t *taskTable) drop(id string) {
 	}
 	delete(t.byID, id)
 	delete(t.byServer, tk.key)
-	if t.count[tk.s]--; t.count[tk.s] <= 0 {
-		delete(t.count, tk.s)
+	if t.count[tk.owner()]--; t.count[tk.owner()] <= 0 {
+		delete(t.count, tk.owner())
 	}
 }
 
@@ -162,7 +222,18 @@ func (t *taskTable) owned(s *session, id string) *task {
 	t.mu.Lock()
 	tk := t.byID[id]
 	t.mu.Unlock()
-	if tk != nil && tk.s == s && t.visible(tk) {
+	if tk != nil && !tk.modern && tk.s == s && t.visible(tk) {
+		return tk
+	}
+	return nil
+}
+
+// ownedModern returns who's modern task id, or nil if who has no such task.
+func (t *taskTable) ownedModern(who principal, id string) *task {
+	t.mu.Lock()
+	tk := t.byID[id]
+	t.mu.Unlock()
+	if tk != nil && tk.modern && tk.who == who && t.visible(tk) {
 		return tk
 	}
 	return nil
@@ -170,7 +241,7 @@ func (t *taskTable) owned(s *session, id string) *task {
 
 // visible reports whether tk's session may see it: it may call its tool.
 func (t *taskTable) visible(tk *task) bool {
-	return t.seesTool == nil || t.seesTool(tk.s, tk.b.name, tk.tool)
+	return t.seesTool == nil || t.seesTool(tk.who, tk.b.name, tk.tool)
 }
 
 // ofServer returns the task server calls id, or nil.
@@ -240,6 +311,9 @@ func (t *taskTable) forward(ctx context.Context, s *session, in *inbound, b *bac
 		// The session ended while the call was in flight, and forgot its
 		// tasks before this one was added: no one will ask for it.
 		t.forget(tk.id)
+	}
+	for _, params := range t.takeHeld(tk) {
+		t.tell(tk, params)
 	}
 	r.result = clientTaskID(r.result, tk.id)
 	return r
@@ -411,20 +485,102 @@ func (t *taskTable) list(ctx context.Context, s *session, params json.RawMessage
 }
 
 // status passes a server's notifications/tasks/status to the session
-// whose task it is, with corral's ID for the task. A status of a task no
-// session owns (its session ended) is dropped.
+// whose task it is, with corral's ID for the task. A status of a task
+// corral does not know yet is held until the answer that creates it (see
+// hold); one of a task no session owns any more is dropped.
 func (t *taskTable) status(b *backend, params json.RawMessage) {
 	var p struct {
 		TaskID string `json:"taskId"`
 	}
 	json.Unmarshal(params, &p)
 	tk := t.ofServer(b.markerName(), p.TaskID)
-	if tk == nil || tk.b != b || !t.visible(tk) {
-		b.log.Debug("task status of no session's task dropped, or of a task whose tool its client may no longer call", "task", p.TaskID)
+	if tk == nil {
+		t.hold(b, p.TaskID, params, time.Now())
+		return
+	}
+	if tk.b != b || !t.visible(tk) {
+		b.log.Debug("task status of a task whose tool its client may no longer call dropped", "task", p.TaskID)
+		return
+	}
+	t.tell(tk, params)
+}
+
+// tell passes params, a server's status of tk, to tk's session with
+// corral's ID for it. A 2026-07-28 client has no stream to hear it on: it
+// polls tasks/get.
+func (t *taskTable) tell(tk *task, params json.RawMessage) {
+	if tk.modern {
+		tk.b.log.Debug("task status of a 2026-07-28 client's task not passed on: the client polls tasks/get", "task", tk.key.id)
 		return
 	}
 	note, _ := encodeNotification("notifications/tasks/status", setMember(params, "taskId", tk.id))
 	tk.s.send(note[:len(note)-1])
+}
+
+// hold keeps params, server b's status of its task id, which corral does
+// not know: a server may send it before the answer that creates the task
+// (server-everything always does), and takeHeld gives it to the task once
+// that answer is in. At most maxHeld statuses wait, each for holdFor at
+// most; past either bound a status is dropped, and the log says so with
+// the count dropped so far.
+func (t *taskTable) hold(b *backend, id string, params json.RawMessage, now time.Time) {
+	max, holdFor := cmp.Or(t.maxHeld, defaultMaxHeld), cmp.Or(t.holdFor, defaultHoldFor)
+	t.mu.Lock()
+	expired := t.expireHeld(now)
+	full := t.nheld >= max
+	if full {
+		t.dropped++
+	} else {
+		key := taskKey{b.markerName(), id}
+		t.held[key] = append(t.held[key], heldStatus{b: b, params: params, until: now.Add(holdFor)})
+		t.nheld++
+	}
+	dropped := t.dropped
+	t.mu.Unlock()
+	if expired > 0 {
+		b.log.Debug("task statuses held for tasks that never became known dropped after their hold", "count", expired, "dropped", dropped)
+	}
+	if full {
+		b.log.Warn("task status of a task not known dropped: statuses of tasks not known yet are held until the answer that creates the task, at most this many at once", "task", id, "held", max, "dropped", dropped)
+		return
+	}
+	b.log.Debug("task status of a task not known yet held until the answer that creates it", "task", id)
+}
+
+// expireHeld drops the held statuses whose time is over at now, counts
+// them in dropped, and returns how many. t.mu is held.
+func (t *taskTable) expireHeld(now time.Time) int {
+	n := 0
+	for key, hs := range t.held {
+		kept := slices.DeleteFunc(hs, func(h heldStatus) bool { return now.After(h.until) })
+		n += len(hs) - len(kept)
+		if len(kept) == 0 {
+			delete(t.held, key)
+		} else {
+			t.held[key] = kept
+		}
+	}
+	t.nheld -= n
+	t.dropped += int64(n)
+	return n
+}
+
+// takeHeld returns the statuses held for tk, its server's, oldest first,
+// and forgets them.
+func (t *taskTable) takeHeld(tk *task) []json.RawMessage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireHeld(time.Now())
+	hs := t.held[tk.key]
+	delete(t.held, tk.key)
+	t.nheld -= len(hs)
+	var out []json.RawMessage
+	for _, h := range hs {
+		if h.b == tk.b {
+			out = append(out, h.params)
+		}
+	}
+	return out
 }
 
 // forgetServer forgets the tasks of server b created before its run m:

@@ -59,6 +59,7 @@ type upstream struct {
 
 	mu       sync.Mutex
 	lists    [numKinds][]backendItem // the last lists the server gave; kept after it exits
+	ttls     [numKinds]int64         // the smallest ttlMs of each list's pages (0 from a legacy server)
 	caps     capabilities            // what the server declared in its last handshake
 	era      string                  // "modern" or "legacy" after a handshake succeeded; "" to probe
 	relisten context.CancelFunc      // ends a modern server's listen request, to send it again
@@ -104,18 +105,19 @@ func (u *upstream) handshake(m *mux) error {
 		era = "legacy"
 	}
 	var lists [numKinds][]backendItem
+	var ttls [numKinds]int64
 	bound := u.newCatalogBound()
 	for k := range numKinds {
 		if !caps.has(k) {
 			continue
 		}
 		var err error
-		if lists[k], err = u.listItems(ctx, m, k, bound); err != nil {
+		if lists[k], ttls[k], err = u.listItems(ctx, m, k, bound); err != nil {
 			return startError(kinds[k].list, timeout, err)
 		}
 	}
 	u.mu.Lock()
-	u.lists, u.caps, u.era = lists, caps, era
+	u.lists, u.ttls, u.caps, u.era = lists, ttls, caps, era
 	u.mu.Unlock()
 	// The catalog has the server's names before the server is ready, so
 	// that a request that sees it ready finds them.
@@ -255,14 +257,14 @@ func (u *upstream) relist(m *mux, k kind) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), u.gcfg.StartTimeout.D())
-	items, err := u.listItems(ctx, m, k, bound)
+	items, ttl, err := u.listItems(ctx, m, k, bound)
 	cancel()
 	if err != nil {
 		u.log.Warn("listing again after list_changed failed; keeping the old list", "method", kinds[k].list, "err", err)
 		return
 	}
 	u.mu.Lock()
-	u.lists[k] = items
+	u.lists[k], u.ttls[k] = items, ttl
 	u.mu.Unlock()
 }
 
@@ -341,6 +343,14 @@ func (u *upstream) resubscribe() {
 	if cancel != nil {
 		cancel()
 	}
+}
+
+// listTTL returns the smallest ttlMs of the pages of the server's last
+// list of kind k: 0 for a legacy server, whose lists carry none.
+func (u *upstream) listTTL(k kind) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ttls[k]
 }
 
 // items returns the server's last list of kind k.
@@ -427,30 +437,31 @@ func (c *catalogBound) add(raw []byte) error {
 // not its start. The method is logged (with the server's name) as a
 // warning, except for resources/templates/list, which many servers that
 // list resources do not know.
-func (u *upstream) listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
-	items, err := listItems(ctx, m, k, bound)
+func (u *upstream) listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, int64, error) {
+	items, ttl, err := listItems(ctx, m, k, bound)
 	var we *wireError
 	if err == nil || !errors.As(err, &we) || we.Code != codeMethodNotFound {
-		return items, err
+		return items, ttl, err
 	}
 	if k == kindTemplate {
 		u.log.Debug("the server does not know resources/templates/list; it has no resource templates", "method", kinds[k].list)
 	} else {
 		u.log.Warn("the server declared a capability but does not know its list method; corral lists none of it and serves the rest", "method", kinds[k].list, "err", err)
 	}
-	return nil, nil
+	return nil, 0, nil
 }
 
 // listItems lists every item of kind k the server has, following
 // nextCursor, counting each item against bound. An item's JSON is kept as the server sent it (made compact if it holds a
 // line break): the catalog serves it as it is, unless it renames the item.
-func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, error) {
+func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]backendItem, int64, error) {
 	var items []backendItem
+	ttl := int64(-1) // none seen yet
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxListPages {
-			return nil, fmt.Errorf("more than %d pages", maxListPages)
+			return nil, 0, fmt.Errorf("more than %d pages", maxListPages)
 		}
 		var params json.RawMessage
 		if cursor != "" {
@@ -458,17 +469,24 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 		}
 		var res map[string]json.RawMessage
 		if err := callInto(ctx, m, kinds[k].list, params, &res); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		var list []json.RawMessage
 		if err := json.Unmarshal(res[kinds[k].field], &list); err != nil {
-			return nil, fmt.Errorf("invalid result: %q is not a list", kinds[k].field)
+			return nil, 0, fmt.Errorf("invalid result: %q is not a list", kinds[k].field)
+		}
+		// "If ttlMs is absent, clients SHOULD assume a default of 0";
+		// "If ttlMs is negative, clients SHOULD ignore it and treat it as 0".
+		var pageTTL int64
+		json.Unmarshal(res["ttlMs"], &pageTTL)
+		if ttl < 0 || max(pageTTL, 0) < ttl {
+			ttl = max(pageTTL, 0)
 		}
 		for _, raw := range list {
 			var fields map[string]json.RawMessage
 			var name string
 			if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(fields[kinds[k].key], &name) != nil || name == "" {
-				return nil, fmt.Errorf("an item without a %s: %s", kinds[k].key, truncate(raw, 200))
+				return nil, 0, fmt.Errorf("an item without a %s: %s", kinds[k].key, truncate(raw, 200))
 			}
 			if seen[name] {
 				continue // listed twice (a server whose pages overlap)
@@ -478,14 +496,14 @@ func listItems(ctx context.Context, m *mux, k kind, bound *catalogBound) ([]back
 				raw = compactRaw(raw) // a newline would end a client's line
 			}
 			if err := bound.add(raw); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			items = append(items, backendItem{name: name, raw: raw})
 		}
 		var next string
 		json.Unmarshal(res["nextCursor"], &next)
 		if next == "" {
-			return items, nil
+			return items, ttl, nil
 		}
 		cursor = next
 	}

@@ -20,6 +20,9 @@ type capabilities struct {
 	Completions *struct{}              `json:"completions,omitempty"`
 	Logging     *struct{}              `json:"logging,omitempty"`
 	Tasks       *tasksCapability       `json:"tasks,omitempty"`
+	// Extensions, in server/discover, declares the 2026-07-28 tasks
+	// extension when tasks are declared.
+	Extensions map[string]struct{} `json:"extensions,omitempty"`
 }
 
 type listChangedCapability struct {

@@ -49,6 +49,16 @@
 //		Answer the list requests (the methods ending in /list) of the
 //		capabilities in the comma-separated LIST with error -32601, while
 //		still declaring them: a server whose declaration is wrong.
+//	-param-headers
+//		Add two tools whose inputSchema marks arguments with x-mcp-header
+//		(MCP 2026-07-28, SEP-2243): "params" (region: string, header
+//		Region; count: integer, header Count; opts.dry: boolean, header Dry;
+//		query: string, no header), which answers its arguments as compact
+//		JSON text, and "bad_header", whose annotation is on a number (which
+//		the specification forbids), so that a client must leave it out.
+//	-ttl-ms MS, -cache-scope SCOPE
+//		Give modern cacheable results ttlMs MS (default 0) and cacheScope
+//		SCOPE (default private).
 //	-read-only LIST
 //		List the tools in the comma-separated LIST (named without -prefix)
 //		with "annotations": {"readOnlyHint": true}; the others have none.
@@ -349,7 +359,8 @@
 // results, below) and "_meta":{"io.modelcontextprotocol/serverInfo":
 // {"name":NAME,"version":"1.0.0"}}. The results of server/discover,
 // tools/list, prompts/list, resources/list, resources/templates/list and
-// resources/read also get "ttlMs":0 and "cacheScope":"private". These
+// resources/read also get "ttlMs":0 and "cacheScope":"private" (or the
+// values of -ttl-ms and -cache-scope). These
 // members follow those of the legacy result, in that order. Errors are as in
 // the legacy protocol, except that resources/read of an unknown URI gets
 // -32602 instead of -32002.
@@ -507,6 +518,9 @@ type options struct {
 	era                      string
 	extraTools               int
 	hugeCatalog              int
+	ttlMS                    int    // -ttl-ms: the ttlMs of modern cacheable results
+	cacheScope               string // -cache-scope: their cacheScope
+	paramHeaders             bool
 	pageSize                 int
 	capabilities             map[string]bool // by name, declared ones only
 	unlisted                 map[string]bool // -unlisted, by capability name
@@ -549,6 +563,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.era, "era", eraLegacy, "protocol `era` to serve: legacy, modern or both")
 	fs.IntVar(&o.extraTools, "extra-tools", 0, "`number` of extra tools that answer like whoami")
 	fs.IntVar(&o.pageSize, "page-size", 0, "paginate lists with this many items a page (0: no pagination)")
+	fs.IntVar(&o.ttlMS, "ttl-ms", 0, "the ttlMs of modern cacheable results (`ms`)")
+	fs.StringVar(&o.cacheScope, "cache-scope", "private", "the cacheScope of modern cacheable results: `scope` public or private")
+	fs.BoolVar(&o.paramHeaders, "param-headers", false, "add the tools params and bad_header, whose arguments carry x-mcp-header annotations")
 	fs.IntVar(&o.hugeCatalog, "huge-catalog", 0, "list this many `MiB` of padding tools after the others, made a page at a time")
 	capabilities := fs.String("capabilities", strings.Join(defaultCapabilities, ","), "comma-separated `list` of the capabilities to declare")
 	unlisted := fs.String("unlisted", "", "comma-separated `list` of capabilities whose list requests get -32601")

@@ -196,10 +196,11 @@ func (s *server) modernResult(result any, cacheable bool) (json.RawMessage, erro
 		return nil, err
 	}
 	var members []string
-	if _, ok := result.(inputRequiredResult); !ok {
+	_, task := result.(createdTask)
+	if _, ok := result.(inputRequiredResult); !ok && !task {
 		members = append(members, `"resultType":"complete"`)
 		if cacheable {
-			members = append(members, `"ttlMs":0`, `"cacheScope":"private"`)
+			members = append(members, fmt.Sprintf(`"ttlMs":%d`, s.opts.ttlMS), fmt.Sprintf(`"cacheScope":%q`, s.opts.cacheScope))
 		}
 	}
 	members = append(members, `"_meta":`+string(bytes.TrimSpace(serverInfo)))
@@ -239,7 +240,33 @@ type discoverResult struct {
 
 // discover answers server/discover.
 func (s *server) discover(c *call) {
-	c.reply(discoverResult{SupportedVersions: s.supportedVersions(), Capabilities: s.capabilities()})
+	caps := s.capabilities()
+	if caps.Tasks != nil {
+		caps.Extensions = map[string]struct{}{tasksExtension: {}}
+	}
+	c.reply(discoverResult{SupportedVersions: s.supportedVersions(), Capabilities: caps})
+}
+
+// tasksExtension names the 2026-07-28 tasks extension.
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// declaresTasks reports whether a modern client declared the tasks
+// extension in its request's capabilities.
+func (mm *modernMeta) declaresTasks() bool {
+	var ext map[string]json.RawMessage
+	return json.Unmarshal(mm.capabilities["extensions"], &ext) == nil && ext[tasksExtension] != nil
+}
+
+// createdTask is the CreateTaskResult of the 2026-07-28 tasks extension:
+// the task's state at the top, with resultType "task" of its own.
+type createdTask struct {
+	ResultType     string `json:"resultType"`
+	TaskID         string `json:"taskId"`
+	Status         string `json:"status"`
+	CreatedAt      string `json:"createdAt"`
+	LastUpdatedAt  string `json:"lastUpdatedAt"`
+	TTLMs          int    `json:"ttlMs"`
+	PollIntervalMs int    `json:"pollIntervalMs"`
 }
 
 // inputKey is the key of the server's only input request in an

@@ -406,7 +406,7 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 			c.fail(codeInvalidParams, "invalid params")
 			return
 		}
-		if tc.Task != nil && s.opts.capabilities["tasks"] {
+		if tc.Task != nil && s.opts.capabilities["tasks"] || c.modern != nil && c.modern.declaresTasks() && s.opts.capabilities["tasks"] && tc.Name == s.opts.prefix+"task" {
 			s.createTask(c, tc)
 			return
 		}
@@ -466,8 +466,14 @@ func (s *server) initialize(id, params json.RawMessage) {
 type toolDescriptor struct {
 	Name        string       `json:"name"`
 	Description string       `json:"description"`
-	InputSchema inputSchema  `json:"inputSchema"`
+	InputSchema any          `json:"inputSchema"`           // an inputSchema, or a tool's own schema
 	Annotations *annotations `json:"annotations,omitempty"` // -read-only
+	Execution   *execution   `json:"execution,omitempty"`   // the task tool, with tasks declared
+}
+
+// execution says how a tool may be called (MCP 2025-11-25).
+type execution struct {
+	TaskSupport string `json:"taskSupport"`
 }
 
 // annotations are a tool's hints.
@@ -500,6 +506,12 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 			Name:        t.name,
 			Description: t.description,
 			InputSchema: inputSchema{Type: "object", Properties: t.props},
+		}
+		if t.schema != nil {
+			d.InputSchema = t.schema
+		}
+		if t.name == s.opts.prefix+"task" && s.opts.capabilities["tasks"] {
+			d.Execution = &execution{TaskSupport: "optional"}
 		}
 		if s.opts.readOnly[strings.TrimPrefix(t.name, s.opts.prefix)] {
 			d.Annotations = &annotations{ReadOnlyHint: true}

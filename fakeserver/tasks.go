@@ -22,7 +22,14 @@ import (
 // client asks for its result (tasks/result), sends it elicitation/create
 // with the related-task _meta, as the specification's input_required flow
 // has it; its text then ends with "; elicited: RESULT" (or "; elicitation
-// failed: WHY"). tasks/get, tasks/list
+// failed: WHY"). A modern (2026-07-28) call of the task tool from a client
+// that declares the tasks extension (io.modelcontextprotocol/tasks, which
+// server/discover declares with tasks) creates a task too, answered as the
+// extension's CreateTaskResult (resultType "task", the state at the top,
+// ttlMs and pollIntervalMs). Called with "early": true, it sends the task's first
+// status before the answer that creates it, as server-everything does.
+// Listed with tasks declared, the task tool has execution.taskSupport
+// "optional". tasks/get, tasks/list
 // and tasks/cancel answer the task(s); tasks/result waits for the task to
 // end and answers its result, with the related-task _meta. A task-augmented
 // call of any other tool gets -32601, as the specification says of a tool
@@ -100,6 +107,7 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	var a struct {
 		MS     int  `json:"ms"`
 		Elicit bool `json:"elicit"`
+		Early  bool `json:"early"`
 	}
 	if !decodeArgs(c, tc.Arguments, &a) || !nonNegative(c, "ms", a.MS) {
 		return
@@ -122,7 +130,19 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	st.order = append(st.order, t.state.TaskID)
 	state := t.state
 	st.mu.Unlock()
-	c.reply(map[string]any{"task": state})
+	if a.Early {
+		// As server-everything does: the task's status before the answer
+		// that creates it.
+		s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
+	}
+	if c.modern != nil {
+		// The tasks extension: the server decides, and the task is the
+		// result.
+		c.reply(createdTask{ResultType: "task", TaskID: state.TaskID, Status: state.Status, CreatedAt: state.CreatedAt,
+			LastUpdatedAt: state.LastUpdatedAt, TTLMs: state.TTL, PollIntervalMs: state.PollInterval})
+	} else {
+		c.reply(map[string]any{"task": state})
+	}
 	go s.runTask(ctx, t, ms, a.Elicit)
 }
 

@@ -18,6 +18,7 @@ type tool struct {
 	name        string // prefix included
 	description string
 	props       map[string]property // properties of the input schema
+	schema      json.RawMessage     // if not nil, the input schema as listed, props unused
 	run         func(c *call, args json.RawMessage)
 }
 
@@ -106,6 +107,7 @@ func (s *server) addTools() {
 	add("task", `Answers "task done MS" after MS; called as a task (with -capabilities ...,tasks), creates one that ends so.`, map[string]property{
 		"ms":     integer("Milliseconds until done (default 200)."),
 		"elicit": {"boolean", "Called as a task: ask the client (elicitation/create) first."},
+		"early":  {"boolean", "Called as a task: send the task's status before the answer that creates it."},
 	}, s.taskTool)
 	add("links", "Answers a resource_link and an embedded resource of its own resources.", nil, s.links)
 	add("alloc", `Allocates and keeps the given MiB of memory, then answers "allocated N MiB".`, map[string]property{
@@ -122,6 +124,14 @@ func (s *server) addTools() {
 		"bytes":   integer("Length of each request's prompt text."),
 		"cancel":  {"boolean", "Cancel every request at once instead of waiting."},
 	}, s.floodSampling)
+	if s.opts.paramHeaders {
+		add("params", "Answers its arguments as compact JSON text; region, count and opts.dry are marked with x-mcp-header.", nil, s.echoArgs)
+		s.byName[s.opts.prefix+"params"].schema = json.RawMessage(`{"type":"object","properties":{` +
+			`"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"},` +
+			`"opts":{"type":"object","properties":{"dry":{"type":"boolean","x-mcp-header":"Dry"}}},"query":{"type":"string"}}}`)
+		add("bad_header", "Has x-mcp-header on a number, which MCP 2026-07-28 forbids: a client leaves it out.", nil, s.echoArgs)
+		s.byName[s.opts.prefix+"bad_header"].schema = json.RawMessage(`{"type":"object","properties":{"ratio":{"type":"number","x-mcp-header":"Ratio"}}}`)
+	}
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
@@ -180,6 +190,14 @@ func (s *server) echo(c *call, args json.RawMessage) {
 		return
 	}
 	replyText(c, a.Text)
+}
+
+// echoArgs answers a tool's arguments as compact JSON text (-param-headers).
+func (s *server) echoArgs(c *call, args json.RawMessage) {
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	replyText(c, string(compact(args)))
 }
 
 func (s *server) whoami(c *call, args json.RawMessage) {
