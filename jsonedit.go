@@ -5,6 +5,7 @@ package main
 // every other byte is passed on as it came, never decoded or encoded again.
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -146,6 +147,46 @@ func setMember(raw json.RawMessage, key string, value any) json.RawMessage {
 		return raw
 	}
 	fields[key], _ = json.Marshal(value)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// legacyMeta returns params with the members of its _meta that a legacy
+// server is not sent (see legacyMetaKey) removed; params with none are
+// returned as they are, without being decoded. Members whose names are
+// written with escapes are judged by what they decode to.
+func legacyMeta(params json.RawMessage) json.RawMessage {
+	escaped := bytes.Contains(params, []byte(`\u`))
+	if !escaped && !bytes.Contains(params, []byte(`"_meta"`)) {
+		return params // the common case, decided without scanning
+	}
+	drop := escaped
+	members(params, func(key string, value []byte) {
+		if key == "_meta" {
+			members(value, func(key string, _ []byte) { drop = drop || !legacyMetaKey(key) })
+		}
+	})
+	if !drop {
+		return params
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil || fields == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(fields["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	n := len(meta)
+	for key := range meta {
+		if !legacyMetaKey(key) {
+			delete(meta, key)
+		}
+	}
+	if len(meta) == n {
+		return params
+	}
+	fields["_meta"], _ = json.Marshal(meta)
 	out, _ := json.Marshal(fields)
 	return out
 }

@@ -190,6 +190,10 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	id := m.nextID.Add(1)
 	if m.modern.Load() {
 		params = m.toServer(params, c)
+	} else if c != nil {
+		// A client's request, of either era, fitted to the server's
+		// version; corral's own (the era probe among them) are as meant.
+		params = legacyMeta(params)
 	}
 	if c != nil && c.progressToken() != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
