@@ -387,6 +387,7 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 // it opened.
 func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, in *inbound) {
 	msg := in.msg
+	in.traceHeader, in.traceState = r.Header.Get("traceparent"), r.Header.Get("tracestate")
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
@@ -562,6 +563,7 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
+	in.traceHeader, in.traceState = r.Header.Get("traceparent"), r.Header.Get("tracestate")
 	s := h.gw.sessions.detachedSession(h.principalOf(r))
 	a, streamed := h.call(w, r, s, "", in, nil)
 	if streamed {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLegacyMetaKeepsWhatTheServersVersionDefines(t *testing.T) {
@@ -52,6 +53,16 @@ func TestModernRequestsMetaFitsTheServersVersion(t *testing.T) {
 		"new": {"command":"FAKE","args":["-state","STATE","-name","new","-era","modern"]},
 		"old": {"command":"FAKE","args":["-state","STATE","-name","old"],"prefix":"old"}
 	}}`)
+	// Under load the era probe may time out, and the modern server refuse
+	// the initialize that follows; it is probed again at its restart.
+	waitFor(t, 30*time.Second, "both servers ready", func() bool {
+		for _, b := range tg.gw.backendList() {
+			if b.health().State != stateReady {
+				return false
+			}
+		}
+		return true
+	})
 	clientMeta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"modern-test","version":"1"},"io.modelcontextprotocol/logLevel":"info",` +
 		`"io.modelcontextprotocol/tasks-extension-key":1,"progressToken":"pt",` +
