@@ -246,6 +246,7 @@ type templateData struct {
 	Clients                           []templateClient  // named clients (setting "clients")
 	Profiles                          []templateProfile // profiles (setting "profiles")
 	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
+	TraceEndpoint                     string            // where spans go, as OTLP/HTTP JSON (setting "tracing"); "" for none
 }
 
 // options are the gateway settings a case needs. A zero field is left to the
@@ -257,6 +258,7 @@ type options struct {
 	clients                                           []clientSpec  // setting "clients"
 	profiles                                          []profileSpec // setting "profiles"
 	audit                                             bool          // setting "audit"
+	traceEndpoint                                     string        // setting "tracing": the OTLP/HTTP traces URL spans go to
 }
 
 func flagParse() { flag.Parse() }
@@ -419,6 +421,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if opts.audit && !adapter.has("audit") {
 		skip(t, "the adapter has no audit setting (a JSON line per call)")
 	}
+	if opts.traceEndpoint != "" && !adapter.has("tracing") {
+		skip(t, "the adapter has no tracing setting (spans exported as OTLP/HTTP JSON to .TraceEndpoint)")
+	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{}), tokens: map[string]string{}}
 	t.Cleanup(func() { killMarked(g.stateDir) })
@@ -455,6 +460,7 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		g.audit = filepath.Join(caseDir, "audit.jsonl")
 		data.AuditFile = g.audit
 	}
+	data.TraceEndpoint = opts.traceEndpoint
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
 			*s, *ms = d.String(), d.Milliseconds()
