@@ -768,7 +768,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backe
 	// server's: its context replaces the client's in _meta.
 	child := in.span.child(in.msg.Method + " " + b.name)
 	child.set("corral.server", b.name)
-	c.f.params = setMeta(params, metaTraceparent, child.traceparentJSON())
+	c.f.params = setMetaRaw(params, metaTraceparent, child.traceparentJSON())
 	c.rel.trace = child
 	r := in.rules.forward(ctx, &g.forwarder, &c.f)
 	child.finish(replyOutcome(in.msg.Method, r))

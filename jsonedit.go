@@ -190,3 +190,44 @@ func legacyMeta(params json.RawMessage) json.RawMessage {
 	out, _ := json.Marshal(fields)
 	return out
 }
+
+// setMetaRaw is setMeta for a key that is a plain ASCII name: it edits
+// params in place of decoding and encoding them again, keeping the rest of
+// them byte for byte (the common case, params without _meta, costs one
+// copy). Params it cannot edit so (not an object, names written with
+// escapes, a _meta that is not an object) go to setMeta.
+func setMetaRaw(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	i := skipSpace(params, 0)
+	if i >= len(params) || params[i] != '{' || bytes.Contains(params, []byte(`\u`)) {
+		return setMeta(params, key, value)
+	}
+	rw := rawEditor{data: params}
+	if s, e, ok := rw.member(i, "_meta", key); ok {
+		out := make([]byte, 0, len(params)-(e-s)+len(value))
+		out = append(out, params[:s]...)
+		out = append(out, value...)
+		return append(out, params[e:]...)
+	}
+	at, member := i, `"_meta":{"`+key+`":`
+	if s, _, ok := rw.member(i, "_meta"); ok {
+		if s >= len(params) || params[s] != '{' {
+			return setMeta(params, key, value)
+		}
+		at, member = s, `"`+key+`":`
+	}
+	next := skipSpace(params, at+1)
+	if next >= len(params) {
+		return setMeta(params, key, value) // cut short
+	}
+	out := make([]byte, 0, len(params)+len(member)+len(value)+2)
+	out = append(out, params[:at+1]...)
+	out = append(out, member...)
+	out = append(out, value...)
+	if at == i {
+		out = append(out, '}') // the new _meta's end
+	}
+	if params[next] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, params[at+1:]...)
+}

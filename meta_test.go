@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -99,5 +100,22 @@ func TestModernRequestsMetaFitsTheServersVersion(t *testing.T) {
 	m, _ = legacy.call("tools/call", `{"name":"old__meta","_meta":{"dev.mcp/x":1,"com.example/y":2}}`)
 	if got := text(t, m); strings.Contains(got, "dev.mcp") || !strings.Contains(got, `"com.example/y":2`) {
 		t.Errorf("a legacy client's _meta reached the legacy server as %s", got)
+	}
+}
+
+func TestSetMetaRawEditsInPlaceAsSetMetaWould(t *testing.T) {
+	t.Parallel()
+	const v = `"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`
+	for _, params := range []string{
+		``, `{}`, ` { } `, `{"name":"echo"}`, `{"name":"echo","_meta":{}}`, `{"_meta":{"progressToken":1},"name":"x"}`,
+		`{"_meta":{"traceparent":"old","tracestate":"s"}}`, `{"_meta":null,"name":"x"}`, `{"\u005fmeta":{"a":1}}`, `[1]`,
+		`{"name":"echo" , "_meta" : { "traceparent" : "old" } }`,
+	} {
+		got := setMetaRaw(json.RawMessage(params), metaTraceparent, json.RawMessage(v))
+		want := setMeta(json.RawMessage(params), metaTraceparent, json.RawMessage(v))
+		var g, w any
+		if json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("setMetaRaw(%s) = %s, want the same as setMeta's %s", params, got, want)
+		}
 	}
 }

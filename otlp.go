@@ -42,6 +42,8 @@ type spanExporter struct {
 	// corral's shutdown for the whole timeout.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	buf []byte // the last export's body, reused by the next; run's alone
 }
 
 // finalExportBound bounds the last export, at close: a down endpoint does
@@ -125,8 +127,8 @@ func (e *spanExporter) export(ctx context.Context, batch []*span) {
 	if len(batch) == 0 {
 		return
 	}
-	body := appendOTLP(nil, e.cfg.ServiceName, batch)
-	err := e.post(ctx, body)
+	e.buf = appendOTLP(e.buf[:0], e.cfg.ServiceName, batch)
+	err := e.post(ctx, e.buf)
 	if err == nil {
 		e.exported.Add(int64(len(batch)))
 		return

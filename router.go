@@ -131,9 +131,10 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			return errorReply(msg.ID, werr)
 		}
 		if in.span.recording() {
-			in.span.rename(msg.Method + " " + auditItem(msg))
+			item := auditItem(msg)
+			in.span.rename(msg.Method + " " + item)
 			in.span.set("corral.server", b.name)
-			in.span.set("gen_ai.tool.name", auditItem(msg))
+			in.span.set("gen_ai.tool.name", item)
 		}
 		var r *reply
 		if in.era == eraLegacy && taskAugmented(params) {

@@ -222,11 +222,14 @@ func (t *tracer) startRequest(name string, parent traceContext, ok bool) *span {
 	sp := &span{t: t, kind: spanServer, start: time.Now(), name: name, id: newSpanID()}
 	if ok {
 		sp.trace, sp.parent, sp.sampled, sp.state = parent.trace, parent.span, parent.sampled, parent.state
-		return sp
+	} else {
+		binary.BigEndian.PutUint64(sp.trace[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(sp.trace[8:], rand.Uint64()|1) // never all zeros
+		sp.sampled = t.all || binary.BigEndian.Uint64(sp.trace[8:]) < t.threshold
 	}
-	binary.BigEndian.PutUint64(sp.trace[:8], rand.Uint64())
-	binary.BigEndian.PutUint64(sp.trace[8:], rand.Uint64()|1) // never all zeros
-	sp.sampled = t.all || binary.BigEndian.Uint64(sp.trace[8:]) < t.threshold
+	if sp.sampled {
+		sp.attrs = make([]spanAttr, 0, 8) // what a forwarded request records, in one allocation
+	}
 	return sp
 }
 
@@ -239,8 +242,12 @@ func newSpanID() spanID {
 
 // child starts a span of sp's for a call to a server, named name.
 func (sp *span) child(name string) *span {
-	return &span{t: sp.t, kind: spanClient, start: time.Now(), name: name, id: newSpanID(),
+	c := &span{t: sp.t, kind: spanClient, start: time.Now(), name: name, id: newSpanID(),
 		trace: sp.trace, parent: sp.id, sampled: sp.sampled, state: sp.state}
+	if c.sampled {
+		c.attrs = make([]spanAttr, 0, 4)
+	}
+	return c
 }
 
 // traceparent returns the traceparent value that makes the receiver's

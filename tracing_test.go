@@ -438,3 +438,15 @@ func TestTracingSettingsAreCheckedAndShown(t *testing.T) {
 		t.Errorf("-check shows tracing as %v, want %v", shown.Tracing, want)
 	}
 }
+
+// BenchmarkToolsCallThroughCorralHTTPTraced is BenchmarkToolsCallThroughCorralHTTP
+// with tracing on, every trace sampled (sampleRatio 1), exported to an
+// endpoint that reads and discards what it is sent (docs/performance.md
+// compares the two).
+func BenchmarkToolsCallThroughCorralHTTPTraced(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer sink.Close()
+	benchToolsCallHTTP(b, tracingConfig(sink.URL+"/v1/traces", `,"sampleRatio":1.0,"interval":"1s"`, `"a": {"command":"FAKE","args":["-state","STATE"]}`))
+}
