@@ -10,7 +10,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -184,63 +183,9 @@ func appendOTLP(b []byte, service string, batch []*span) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendOTLPSpan(b, sp)
+		b = sp.appendOTLP(b)
 	}
 	return append(b, `]}]}]}`...)
-}
-
-// appendOTLPSpan appends one ended span.
-func appendOTLPSpan(b []byte, sp *span) []byte {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	b = append(b, `{"traceId":"`...)
-	b = hex.AppendEncode(b, sp.trace[:])
-	b = append(b, `","spanId":"`...)
-	b = hex.AppendEncode(b, sp.id[:])
-	b = append(b, '"')
-	if sp.parent != (spanID{}) {
-		b = append(b, `,"parentSpanId":"`...)
-		b = hex.AppendEncode(b, sp.parent[:])
-		b = append(b, '"')
-	}
-	if sp.state != "" {
-		b = append(b, `,"traceState":`...)
-		b = appendJSONString(b, sp.state)
-	}
-	b = append(b, `,"flags":1,"name":`...) // sampled
-	b = appendJSONString(b, sp.name)
-	b = append(b, `,"kind":`...)
-	b = strconv.AppendInt(b, int64(sp.kind), 10)
-	b = appendUnixNano(b, "startTimeUnixNano", sp.start)
-	b = appendUnixNano(b, "endTimeUnixNano", sp.end)
-	b = append(b, `,"attributes":[`...)
-	for i, a := range sp.attrs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendOTLPAttr(b, a)
-	}
-	b = append(b, ']')
-	if len(sp.events) > 0 {
-		b = append(b, `,"events":[`...)
-		for i, ev := range sp.events {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '{')
-			b = appendEvent(b, ev)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
-	b = append(b, `,"status":{`...)
-	if sp.failed != "" {
-		b = append(b, `"code":2,"message":`...)
-		b = appendJSONString(b, sp.failed)
-	} else {
-		b = append(b, `"code":1`...)
-	}
-	return append(b, "}}"...)
 }
 
 // appendEvent appends the members of ev, an event.

@@ -359,3 +359,58 @@ func replyOutcome(method string, r *reply) (outcome, failed string) {
 	}
 	return auditOK, ""
 }
+
+// appendOTLP appends sp, an ended span, as an OTLP Span in JSON (see
+// otlp.go).
+func (sp *span) appendOTLP(b []byte) []byte {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	b = append(b, `{"traceId":"`...)
+	b = hex.AppendEncode(b, sp.trace[:])
+	b = append(b, `","spanId":"`...)
+	b = hex.AppendEncode(b, sp.id[:])
+	b = append(b, '"')
+	if sp.parent != (spanID{}) {
+		b = append(b, `,"parentSpanId":"`...)
+		b = hex.AppendEncode(b, sp.parent[:])
+		b = append(b, '"')
+	}
+	if sp.state != "" {
+		b = append(b, `,"traceState":`...)
+		b = appendJSONString(b, sp.state)
+	}
+	b = append(b, `,"flags":1,"name":`...) // sampled
+	b = appendJSONString(b, sp.name)
+	b = append(b, `,"kind":`...)
+	b = strconv.AppendInt(b, int64(sp.kind), 10)
+	b = appendUnixNano(b, "startTimeUnixNano", sp.start)
+	b = appendUnixNano(b, "endTimeUnixNano", sp.end)
+	b = append(b, `,"attributes":[`...)
+	for i, a := range sp.attrs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendOTLPAttr(b, a)
+	}
+	b = append(b, ']')
+	if len(sp.events) > 0 {
+		b = append(b, `,"events":[`...)
+		for i, ev := range sp.events {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = appendEvent(b, ev)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"status":{`...)
+	if sp.failed != "" {
+		b = append(b, `"code":2,"message":`...)
+		b = appendJSONString(b, sp.failed)
+	} else {
+		b = append(b, `"code":1`...)
+	}
+	return append(b, "}}"...)
+}

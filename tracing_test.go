@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -449,4 +450,22 @@ func BenchmarkToolsCallThroughCorralHTTPTraced(b *testing.B) {
 	}))
 	defer sink.Close()
 	benchToolsCallHTTP(b, tracingConfig(sink.URL+"/v1/traces", `,"sampleRatio":1.0,"interval":"1s"`, `"a": {"command":"FAKE","args":["-state","STATE"]}`))
+}
+
+func TestAReloadKeepsTheTracingCorralStartedWith(t *testing.T) {
+	t.Parallel()
+	rc := newOTLPReceiver(t)
+	servers := `"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}`
+	tg := startGateway(t, tracingConfig(rc.url, "", servers))
+	reload := func(extra string) reloadReport {
+		cfg, err := ParseConfig("next.json", []byte(strings.NewReplacer("FAKE", fakeserverBin, "STATE", tg.dir).Replace(tracingConfig(rc.url, extra, servers))), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg.gw.Reload(cfg)
+	}
+	same, changed := reload(""), reload(`,"sampleRatio":0.5`)
+	if slices.Contains(same.NeedRestart, "tracing") || !slices.Contains(changed.NeedRestart, "tracing") || tg.gw.config().Tracing.SampleRatio != nil {
+		t.Errorf("reloads: unchanged %v, changed %v; want only the change of tracing to need a restart, and the old settings kept", same.NeedRestart, changed.NeedRestart)
+	}
 }
