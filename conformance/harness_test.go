@@ -247,6 +247,7 @@ type templateData struct {
 	Profiles                          []templateProfile // profiles (setting "profiles")
 	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
 	TraceEndpoint                     string            // where spans go, as OTLP/HTTP JSON (setting "tracing"); "" for none
+	OAuthIssuer, OAuthResource        string            // the authorization server whose tokens to accept, and the gateway's resource URI (setting "oauth"); "" for none
 }
 
 // options are the gateway settings a case needs. A zero field is left to the
@@ -259,6 +260,7 @@ type options struct {
 	profiles                                          []profileSpec // setting "profiles"
 	audit                                             bool          // setting "audit"
 	traceEndpoint                                     string        // setting "tracing": the OTLP/HTTP traces URL spans go to
+	oauthIssuer                                       string        // setting "oauth": the issuer whose access tokens the gateway accepts
 }
 
 func flagParse() { flag.Parse() }
@@ -424,6 +426,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if opts.traceEndpoint != "" && !adapter.has("tracing") {
 		skip(t, "the adapter has no tracing setting (spans exported as OTLP/HTTP JSON to .TraceEndpoint)")
 	}
+	if opts.oauthIssuer != "" && !adapter.has("oauth") {
+		skip(t, "the adapter has no oauth setting (an OAuth 2.1 resource server accepting an issuer's access tokens)")
+	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{}), tokens: map[string]string{}}
 	t.Cleanup(func() { killMarked(g.stateDir) })
@@ -461,6 +466,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		data.AuditFile = g.audit
 	}
 	data.TraceEndpoint = opts.traceEndpoint
+	if opts.oauthIssuer != "" {
+		data.OAuthIssuer, data.OAuthResource = opts.oauthIssuer, render(t, "url", adapter.URL, data)
+	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {
 			*s, *ms = d.String(), d.Milliseconds()
