@@ -210,6 +210,10 @@ type Config struct {
 	// is none.
 	Audit AuditConfig `json:"audit,omitzero"`
 
+	// Tracing is where corral's spans go (configtracing.go). If zero,
+	// tracing is off.
+	Tracing TracingConfig `json:"tracing,omitzero"`
+
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`
 
@@ -593,6 +597,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	p.validate(c)
 	p.validateAdmin(c)
 	p.validateAudit(c)
+	p.validateTracing(c)
 	c.token = p.readToken(c, path)
 	p.validateClients(c, top["clients"], top["profiles"])
 	p.validateOAuth(c, top["oauth"])

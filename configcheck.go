@@ -40,6 +40,11 @@ func (c *Config) resolved() []byte {
 	admin.MaxDynamic = admin.maxDynamic()
 	out.Admin = &admin
 	out.Audit = c.audit()
+	out.Tracing = c.Tracing.resolved()
+	out.Tracing.Endpoint = maskURL(out.Tracing.Endpoint)
+	if h := out.Tracing.Headers; h != nil {
+		out.Tracing.Headers = maskedValues(map[string]map[string]string{"": h})[""]
+	}
 	out.CacheDir, _ = c.catalogCacheDir() // "" when there is none
 	for name, s := range c.MCPServers {
 		out.MCPServers[name] = c.shownServer(s)
@@ -73,6 +78,7 @@ type shownConfig struct {
 	Sandbox    any                    `json:"sandbox"`
 	Admin      *AdminConfig           `json:"admin"`
 	Audit      AuditConfig            `json:"audit,omitzero"`
+	Tracing    TracingConfig          `json:"tracing,omitzero"`
 	CacheDir   string                 `json:"cacheDir"`
 	MCPServers map[string]shownServer `json:"mcpServers"`
 	// Clients are shown with their env and headers values masked.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -117,6 +118,10 @@ type Gateway struct {
 	clients *clientLimits // each client's counts and limits (clientlimits.go)
 
 	forwarder forwarder // what an era's forward needs (eraRules.forward)
+
+	// tracer makes the requests' spans (tracing.go); nil while tracing is
+	// off. It is made once, with the config corral starts with.
+	tracer *tracer
 }
 
 const defaultPageSize = 1000
@@ -170,6 +175,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
 	*g.events = gatewayEvents{changed: g.backendChanged, sessions: g.sessions, subs: g.subs, tasks: g.tasks, requests: g.serverRequests, notices: g.notices}
 	warnNoCacheDir(cfg, log)
+	g.tracer = newTracer(cfg.Tracing, log)
 	for _, s := range cfg.Servers() {
 		g.backends = append(g.backends, g.newServer(cfg, s))
 	}
@@ -273,6 +279,10 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	if cfg.MaxHeaderBytes != oldCfg.MaxHeaderBytes {
 		r.NeedRestart = append(r.NeedRestart, "maxHeaderBytes")
 		cfg.MaxHeaderBytes = oldCfg.MaxHeaderBytes
+	}
+	if !reflect.DeepEqual(cfg.Tracing, oldCfg.Tracing) {
+		r.NeedRestart = append(r.NeedRestart, "tracing")
+		cfg.Tracing = oldCfg.Tracing
 	}
 	if cfg.ReadHeaderTimeout != oldCfg.ReadHeaderTimeout || cfg.ReadTimeout != oldCfg.ReadTimeout {
 		r.NeedRestart = append(r.NeedRestart, "readHeaderTimeout, readTimeout")
@@ -477,6 +487,7 @@ func (g *Gateway) Stop(hurry <-chan struct{}) {
 		g.log.Warn("cannot remove corral's cgroups", "err", err)
 	}
 	g.audit.close() // every call has ended
+	g.tracer.close()
 }
 
 // backendChanged is called by a backend whenever its state or tools change.
@@ -636,6 +647,35 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 		g.handleNotification(s, msg)
 		return nil
 	}
+	if g.tracer != nil {
+		return g.traced(ctx, s, in, send)
+	}
+	return g.handleRequest(ctx, s, in, send)
+}
+
+// traced is handleRequest in the request's span (tracing.go): the child
+// of the trace context the request carries, if it carries one.
+func (g *Gateway) traced(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+	msg := in.msg
+	parent, ok := requestTraceContext(msg.Params, in.traceHeader, in.traceState)
+	in.span = g.tracer.startRequest(msg.Method, parent, ok)
+	if in.span.recording() {
+		in.span.set("mcp.method.name", msg.Method)
+		in.span.set("jsonrpc.request.id", string(msg.ID))
+		in.span.set("mcp.session.id", s.id)
+		in.span.set("corral.client", s.who.name)
+		if in.era == eraModern {
+			in.span.set("mcp.protocol.version", modernVersion)
+		}
+	}
+	r := g.handleRequest(ctx, s, in, send)
+	in.span.finish(replyOutcome(msg.Method, r))
+	return r
+}
+
+// handleRequest is handle of a request.
+func (g *Gateway) handleRequest(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+	msg := in.msg
 	key := string(msg.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
@@ -739,7 +779,18 @@ func (g *Gateway) forward(ctx context.Context, s *session, in *inbound, b *backe
 		rel related
 	}{rel: related{s: s, token: token, relatedSend: relatedSend{sendFn: send}}}
 	c.f = forwarding{in: in, b: b, params: params, rel: &c.rel, timeout: g.config().requestTimeout(b.cfg)}
-	return in.rules.forward(ctx, &g.forwarder, &c.f)
+	if in.span == nil {
+		return in.rules.forward(ctx, &g.forwarder, &c.f)
+	}
+	// The call to the server is a span of its own, the parent of the
+	// server's: its context replaces the client's in _meta.
+	child := in.span.child(in.msg.Method + " " + b.name)
+	child.set("corral.server", b.name)
+	c.f.params = setMetaRaw(params, metaTraceparent, child.traceparentJSON())
+	c.rel.trace = child
+	r := in.rules.forward(ctx, &g.forwarder, &c.f)
+	child.finish(replyOutcome(in.msg.Method, r))
+	return r
 }
 
 // answerReply returns the answer to a forwarded request: the server's,

@@ -480,6 +480,7 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 // it opened.
 func (h *httpFrontEnd) serveRequest(w http.ResponseWriter, r *http.Request, s *httpSession, in *inbound) {
 	msg := in.msg
+	in.traceHeader, in.traceState = r.Header.Get("traceparent"), r.Header.Get("tracestate")
 	var answer *reply
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		var streamed bool
@@ -669,6 +670,7 @@ func (h *httpFrontEnd) serveModern(w http.ResponseWriter, r *http.Request, msg *
 		answer(modernStatus(errorReply(nil, werr)), errorReply(msg.ID, werr))
 		return
 	}
+	in.traceHeader, in.traceState = r.Header.Get("traceparent"), r.Header.Get("tracestate")
 	who := h.principalOf(r)
 	if werr := h.checkParamHeaders(r, who, msg); werr != nil {
 		answer(http.StatusBadRequest, errorReply(msg.ID, werr))

@@ -5,6 +5,7 @@ package main
 // every other byte is passed on as it came, never decoded or encoded again.
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -148,4 +149,85 @@ func setMember(raw json.RawMessage, key string, value any) json.RawMessage {
 	fields[key], _ = json.Marshal(value)
 	out, _ := json.Marshal(fields)
 	return out
+}
+
+// legacyMeta returns params with the members of its _meta that a legacy
+// server is not sent (see legacyMetaKey) removed; params with none are
+// returned as they are, without being decoded. Members whose names are
+// written with escapes are judged by what they decode to.
+func legacyMeta(params json.RawMessage) json.RawMessage {
+	escaped := bytes.Contains(params, []byte(`\u`))
+	if !escaped && !bytes.Contains(params, []byte(`"_meta"`)) {
+		return params // the common case, decided without scanning
+	}
+	drop := escaped
+	members(params, func(key string, value []byte) {
+		if key == "_meta" {
+			members(value, func(key string, _ []byte) { drop = drop || !legacyMetaKey(key) })
+		}
+	})
+	if !drop {
+		return params
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil || fields == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(fields["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	n := len(meta)
+	for key := range meta {
+		if !legacyMetaKey(key) {
+			delete(meta, key)
+		}
+	}
+	if len(meta) == n {
+		return params
+	}
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
+}
+
+// setMetaRaw is setMeta for a key that is a plain ASCII name: it edits
+// params in place of decoding and encoding them again, keeping the rest of
+// them byte for byte (the common case, params without _meta, costs one
+// copy). Params it cannot edit so (not an object, names written with
+// escapes, a _meta that is not an object) go to setMeta.
+func setMetaRaw(params json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	i := skipSpace(params, 0)
+	if i >= len(params) || params[i] != '{' || bytes.Contains(params, []byte(`\u`)) {
+		return setMeta(params, key, value)
+	}
+	rw := rawEditor{data: params}
+	if s, e, ok := rw.member(i, "_meta", key); ok {
+		out := make([]byte, 0, len(params)-(e-s)+len(value))
+		out = append(out, params[:s]...)
+		out = append(out, value...)
+		return append(out, params[e:]...)
+	}
+	at, member := i, `"_meta":{"`+key+`":`
+	if s, _, ok := rw.member(i, "_meta"); ok {
+		if s >= len(params) || params[s] != '{' {
+			return setMeta(params, key, value)
+		}
+		at, member = s, `"`+key+`":`
+	}
+	next := skipSpace(params, at+1)
+	if next >= len(params) {
+		return setMeta(params, key, value) // cut short
+	}
+	out := make([]byte, 0, len(params)+len(member)+len(value)+2)
+	out = append(out, params[:at+1]...)
+	out = append(out, member...)
+	out = append(out, value...)
+	if at == i {
+		out = append(out, '}') // the new _meta's end
+	}
+	if params[next] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, params[at+1:]...)
 }

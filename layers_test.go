@@ -95,6 +95,8 @@ var layerTable = []layer{
 		"admin.go: servers registered at run time",
 		"audit.go: the audit trail: a line per call and admin action, a file rotated at a bound",
 		"clientlimits.go: each client's counts, and its profile's limits on calls and sessions",
+		"tracing.go: a request's span and its call's, W3C trace context in and out, sampling",
+		"otlp.go: spans exported as OTLP/HTTP JSON, batched, dropped and counted rather than waited for",
 	}},
 	{"backends", "a server's life and the MCP client that speaks to it", []string{
 		"supervisor.go: a backend's life: states, backoff, breaker",
@@ -155,6 +157,7 @@ var layerTable = []layer{
 		"configenvfile.go: envFile",
 		"configlazy.go: lazy start and idle stop settings",
 		"configaudit.go: the audit trail's settings",
+		"configtracing.go: the tracing settings",
 		"configrefs.go: ${NAME} and ${file:PATH}",
 		"prereqconfig.go: a server's prerequisite",
 		"limits.go: a server's resource limits",

@@ -35,6 +35,7 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 	writeClientMetrics(&b, gw)
 	metricFamily(&b, "corral_audit_lines_lost_total", "counter", "Lines of the audit trail that could not be written.")
 	fmt.Fprintf(&b, "corral_audit_lines_lost_total %d\n", gw.audit.lostLines())
+	writeTraceMetrics(&b, gw.tracer)
 	writeProcessMetrics(&b)
 	writeRuntimeMetrics(&b)
 	io.WriteString(w, b.String())
@@ -187,4 +188,18 @@ func writeClientMetrics(b *strings.Builder, gw *Gateway) {
 // labelValue escapes a Prometheus label value.
 func labelValue(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
+
+// writeTraceMetrics writes the counts of spans exported and dropped, if
+// tracing is on.
+func writeTraceMetrics(b *strings.Builder, t *tracer) {
+	if t == nil {
+		return
+	}
+	exported, queueFull, failed := t.spanCounts()
+	metricFamily(b, "corral_trace_spans_exported_total", "counter", "Spans the OTLP endpoint (tracing.endpoint) took.")
+	fmt.Fprintf(b, "corral_trace_spans_exported_total %d\n", exported)
+	metricFamily(b, "corral_trace_spans_dropped_total", "counter", "Spans dropped rather than slow a call: the export queue was full, or the export failed.")
+	fmt.Fprintf(b, "corral_trace_spans_dropped_total{reason=\"queue_full\"} %d\n", queueFull)
+	fmt.Fprintf(b, "corral_trace_spans_dropped_total{reason=\"export_failed\"} %d\n", failed)
 }

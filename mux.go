@@ -90,6 +90,15 @@ type caller interface {
 	send(msg []byte)
 }
 
+// waitNoter is what a caller implements to hear how long its call waited:
+// for room in the queue to the server ("queue_wait", here) or for the
+// server to start ("restart_wait", backend.call). noteWaits reports whether
+// it wants to hear at all, so that an untraced call is not timed.
+type waitNoter interface {
+	noteWaits() bool
+	noteWait(what string, since time.Time)
+}
+
 // asked is a request of the server's passed on to a client, as the mux
 // keeps it until it is settled: by the server's ID. Its owner is opaque to
 // the mux.
@@ -190,6 +199,10 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	id := m.nextID.Add(1)
 	if m.modern.Load() {
 		params = m.toServer(params, c)
+	} else if c != nil {
+		// A client's request, of either era, fitted to the server's
+		// version; corral's own (the era probe among them) are as meant.
+		params = legacyMeta(params)
 	}
 	if c != nil && c.progressToken() != nil {
 		params = setMeta(params, metaProgressToken, strconv.AppendInt(nil, id, 10))
@@ -208,7 +221,13 @@ func (m *mux) CallFor(ctx context.Context, method string, params json.RawMessage
 	m.pending[id] = pc
 	m.mu.Unlock()
 
-	err = m.put(ctx, line, true)
+	if wn, ok := c.(waitNoter); ok && wn.noteWaits() {
+		since := time.Now()
+		err = m.put(ctx, line, true)
+		wn.noteWait("queue_wait", since)
+	} else {
+		err = m.put(ctx, line, true)
+	}
 	m.freeLineBuf(lp, line)
 	if err != nil {
 		m.forget(id) // never queued, so nothing to cancel

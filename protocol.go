@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"runtime/debug"
+	"strings"
 )
 
 // What corral knows of the Model Context Protocol, in one place: every
@@ -50,7 +51,42 @@ const (
 	metaLogLevel       = "io.modelcontextprotocol/logLevel"           // the least severe log message the client wants
 	metaServerInfo     = "io.modelcontextprotocol/serverInfo"         // the server's name and version, in a result
 	metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"     // the subscriptions/listen request a notification belongs to
+	metaRelatedTask    = "io.modelcontextprotocol/related-task"       // 2025-11-25: ties a message to its task; the result of tasks/result carries it
+
+	// W3C Trace Context, unprefixed as SEP-414 (2026-07-28) documents and
+	// the OpenTelemetry conventions for MCP used before it.
+	metaTraceparent = "traceparent"
+	metaTracestate  = "tracestate"
 )
+
+// reservedMetaKey reports whether key, a _meta key, has a prefix MCP
+// reserves: one whose second label is "modelcontextprotocol" or "mcp"
+// ("io.modelcontextprotocol/", "dev.mcp/"). Its meaning is the
+// specification's, and so depends on the version a message is in.
+func reservedMetaKey(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	_, rest, ok := strings.Cut(prefix, ".")
+	if !ok {
+		return false
+	}
+	second, _, _ := strings.Cut(rest, ".")
+	return second == "modelcontextprotocol" || second == "mcp"
+}
+
+// legacyMetaKey reports whether a legacy server (2025-11-25 and before) is
+// sent key, a member of a request's _meta: every key but those of MCP's
+// reserved prefixes that 2025-11-25 does not define. So a 2026-07-28
+// request's protocolVersion, clientCapabilities, clientInfo and logLevel
+// (and an extension's keys) stay behind, while progressToken, the trace
+// context (traceparent, tracestate, baggage: unprefixed names, free in
+// every version) and vendors' own keys (com.example/...), which mean the
+// same to a server of any version, go on.
+func legacyMetaKey(key string) bool {
+	return key == metaRelatedTask || !reservedMetaKey(key)
+}
 
 // era is a set of protocol eras.
 type era uint8

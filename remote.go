@@ -290,6 +290,9 @@ type outgoing struct {
 	modern string            // the modern protocol version in the message's _meta, or ""
 	name   string            // the Mcp-Name header of a modern request, or ""
 	params map[string]string // the Mcp-Param headers of a modern tools/call
+	// traceparent and tracestate are the trace context in a request's
+	// _meta, sent as HTTP headers too, or "".
+	traceparent, tracestate string
 
 	// after is closed when the messages this one must follow have been
 	// posted; barrier, if not nil, is closed when this one has been.
@@ -328,6 +331,9 @@ func (c *remoteConn) send(line []byte) error {
 				o.params = paramHeaderValues(hs, p.Arguments)
 			}
 		}
+	}
+	if o.id != nil {
+		o.traceparent, o.tracestate = metaTraceContext(msg.Params)
 	}
 	var cancelled []byte // the compact ID of the request a cancellation is about
 	if msg.Method == "notifications/cancelled" {
@@ -419,6 +425,14 @@ func (c *remoteConn) do(o *outgoing) (resp *http.Response, sid string) {
 	}
 	c.setHeaders(req, "application/json, text/event-stream", sid, version)
 	req.Header.Set("Content-Type", "application/json")
+	if o.traceparent != "" {
+		// The HTTP hop is the same call: W3C Trace Context's headers carry
+		// the context _meta does, for a server (or a proxy) that reads them.
+		req.Header.Set("traceparent", o.traceparent)
+		if o.tracestate != "" {
+			req.Header.Set("tracestate", o.tracestate)
+		}
+	}
 	if o.modern != "" {
 		req.Header.Set("Mcp-Method", headerValue(o.method))
 		if o.name != "" {
@@ -749,6 +763,44 @@ func modernVersionOf(params json.RawMessage) string {
 		})
 	})
 	return version
+}
+
+// metaTraceContext returns the traceparent and tracestate of params' _meta
+// that can be header values (printable ASCII), or "".
+func metaTraceContext(params json.RawMessage) (traceparent, tracestate string) {
+	if !bytes.Contains(params, []byte(metaTraceparent)) {
+		return "", "" // the common case, decided without decoding
+	}
+	members(params, func(key string, value []byte) {
+		if key != "_meta" {
+			return
+		}
+		members(value, func(key string, value []byte) {
+			switch key {
+			case metaTraceparent:
+				json.Unmarshal(value, &traceparent)
+			case metaTracestate:
+				json.Unmarshal(value, &tracestate)
+			}
+		})
+	})
+	if !printableASCII(traceparent) {
+		return "", ""
+	}
+	if !printableASCII(tracestate) {
+		tracestate = ""
+	}
+	return traceparent, tracestate
+}
+
+// printableASCII reports whether s is printable ASCII alone.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7E {
+			return false
+		}
+	}
+	return true
 }
 
 // mcpName returns the Mcp-Name header of a modern request: the tool, prompt

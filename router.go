@@ -28,6 +28,13 @@ type inbound struct {
 	// cause; handle sets it. The legacy era's forward ends it with
 	// context.DeadlineExceeded at requestTimeout (see armDeadline).
 	cancel context.CancelCauseFunc
+	// traceHeader and traceState are the request's HTTP traceparent and
+	// tracestate headers, which its front end sets; its _meta's come first
+	// (see requestTraceContext).
+	traceHeader, traceState string
+	// span is the request's span in corral while tracing is on (tracing.go);
+	// handle sets it.
+	span *span
 }
 
 // eraRules is what the gateway asks of a request's era: the little that
@@ -123,6 +130,12 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		if werr != nil {
 			g.audit.call(ctx, start, s, in, routed, werr, nil)
 			return errorReply(msg.ID, werr)
+		}
+		if in.span.recording() {
+			item := auditItem(msg)
+			in.span.rename(msg.Method + " " + item)
+			in.span.set("corral.server", b.name)
+			in.span.set("gen_ai.tool.name", item)
 		}
 		var r *reply
 		switch {

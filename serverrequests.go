@@ -576,6 +576,7 @@ type related struct {
 	logLevel    string          // the least severe log level the client wants, or ""
 	modern      bool            // the client speaks the modern era: no requests to it
 	inputs      chan *outbound  // a modern client's exchange: the server's requests of it
+	trace       *span           // the span of the call to the server while tracing is on, or nil
 	relatedSend                 // delivers a message on the request's stream
 }
 
@@ -587,6 +588,11 @@ func (r *related) progressToken() json.RawMessage { return r.token }
 // least severe level it wants logged, for a 2026-07-28 server's _meta.
 func (r *related) clientCaps() capabilities { return r.caps }
 func (r *related) clientLogLevel() string   { return r.logLevel }
+
+// noteWaits and noteWait pass the waits of the call to its span (see
+// waitNoter).
+func (r *related) noteWaits() bool                       { return r.trace.noteWaits() }
+func (r *related) noteWait(what string, since time.Time) { r.trace.noteWait(what, since) }
 
 // relatedSend is the part of related that a resumed exchange swaps: the
 // stream of the request the client sent last.

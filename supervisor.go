@@ -766,14 +766,21 @@ func (b *backend) quietLevel(level slog.Level) slog.Level {
 // once with an error that says why. c, if not nil, is the client request
 // the call is made for (mux.CallFor).
 func (b *backend) call(ctx context.Context, method string, params json.RawMessage, c caller) (*wireMsg, error) {
+	var waited time.Time // when the call began to wait for the server to start, if it did
 	for {
 		state, m, changed, lastErr := b.claim() // ready: in use until release; idle: woken
 		switch state {
 		case stateReady:
+			if wn, ok := c.(waitNoter); ok && !waited.IsZero() {
+				wn.noteWait("restart_wait", waited)
+			}
 			a, err := m.CallFor(ctx, method, params, c)
 			b.release()
 			return a, b.stopCause(m, err)
 		case stateIdle, stateStarting, stateBackoff:
+			if wn, ok := c.(waitNoter); ok && waited.IsZero() && wn.noteWaits() {
+				waited = time.Now()
+			}
 			select {
 			case <-changed:
 			case <-ctx.Done():

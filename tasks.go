@@ -22,10 +22,6 @@ import (
 	"time"
 )
 
-// metaRelatedTask is the _meta key that ties a message to its task; the
-// result of tasks/result carries it.
-const metaRelatedTask = "io.modelcontextprotocol/related-task"
-
 // task is one task a client created through corral.
 type task struct {
 	id   string  // corral's ID, the one the client knows

@@ -246,6 +246,7 @@ type templateData struct {
 	Clients                           []templateClient  // named clients (setting "clients")
 	Profiles                          []templateProfile // profiles (setting "profiles")
 	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
+	TraceEndpoint                     string            // where spans go, as OTLP/HTTP JSON (setting "tracing"); "" for none
 	OAuthIssuer, OAuthResource        string            // the authorization server whose tokens to accept, and the gateway's resource URI (setting "oauth"); "" for none
 }
 
@@ -258,6 +259,7 @@ type options struct {
 	clients                                           []clientSpec  // setting "clients"
 	profiles                                          []profileSpec // setting "profiles"
 	audit                                             bool          // setting "audit"
+	traceEndpoint                                     string        // setting "tracing": the OTLP/HTTP traces URL spans go to
 	oauthIssuer                                       string        // setting "oauth": the issuer whose access tokens the gateway accepts
 }
 
@@ -421,6 +423,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if opts.audit && !adapter.has("audit") {
 		skip(t, "the adapter has no audit setting (a JSON line per call)")
 	}
+	if opts.traceEndpoint != "" && !adapter.has("tracing") {
+		skip(t, "the adapter has no tracing setting (spans exported as OTLP/HTTP JSON to .TraceEndpoint)")
+	}
 	if opts.oauthIssuer != "" && !adapter.has("oauth") {
 		skip(t, "the adapter has no oauth setting (an OAuth 2.1 resource server accepting an issuer's access tokens)")
 	}
@@ -460,6 +465,7 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		g.audit = filepath.Join(caseDir, "audit.jsonl")
 		data.AuditFile = g.audit
 	}
+	data.TraceEndpoint = opts.traceEndpoint
 	if opts.oauthIssuer != "" {
 		data.OAuthIssuer, data.OAuthResource = opts.oauthIssuer, render(t, "url", adapter.URL, data)
 	}

@@ -299,6 +299,10 @@
 //		by "; first error: ERR" if a start failed. A
 //		failed start ends the loop, unless keep_trying: then it tries again
 //		at once, as a fork bomb does, and under a pids limit never answers.
+//	meta {}
+//		Answer the call's params._meta as compacted JSON text, "{}" if it
+//		has none: what the server received (a trace context, the keys of
+//		its version), in either era.
 //	flood_sampling {count: int, answers?: int, bytes?: int, cancel?: bool}
 //		Record {"event":"flood-sampling","id":COUNT}, then send count
 //		sampling/createMessage requests in one write, each with a prompt of

@@ -166,6 +166,7 @@ func (s *server) modernRequest(id json.RawMessage, m message, tc *toolCall, mm *
 	c.cacheable = cacheableMethods[m.Method]
 	if tc != nil {
 		c.progressToken = tc.progressToken()
+		c.meta = compact(tc.Meta)
 		c.tool = tc.Name
 		c.requestState = tc.RequestState
 		var responses map[string]json.RawMessage

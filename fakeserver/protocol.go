@@ -85,6 +85,7 @@ type call struct {
 	ctx           context.Context
 	cancel        context.CancelFunc
 	progressToken json.RawMessage // params._meta.progressToken of tools/call, or nil
+	meta          json.RawMessage // params._meta of tools/call, compacted, or nil
 
 	// Set for modern requests only.
 	modern        *modernMeta     // the request's _meta; nil for a legacy request
@@ -329,6 +330,9 @@ func (s *server) request(id json.RawMessage, m message) {
 	}
 	c := s.track(id)
 	c.progressToken = e.ProgressToken
+	if tc != nil {
+		c.meta = compact(tc.Meta)
+	}
 	go s.handle(c, m, tc)
 }
 

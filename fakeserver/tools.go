@@ -117,6 +117,7 @@ func (s *server) addTools() {
 		"count":       integer("Number of processes."),
 		"keep_trying": {"boolean", "Try again after a failed start, as a fork bomb does."},
 	}, s.fork)
+	add("meta", `Answers the params._meta of its call as JSON text ("{}" if none).`, nil, s.metaTool)
 	s.addProbes(add)
 	add("flood_sampling", "Sends many sampling/createMessage at once and answers a tally of the answers.", map[string]property{
 		"count":   integer("Number of requests."),
@@ -562,4 +563,15 @@ func (s *server) roots(c *call, args json.RawMessage) {
 		}
 		replyText(c, "roots: "+string(roots))
 	}
+}
+
+// metaTool answers the _meta its call came with, as it was sent but
+// compacted: what a test asserts a server received (a trace context, the
+// keys of a version).
+func (s *server) metaTool(c *call, _ json.RawMessage) {
+	meta := string(c.meta)
+	if meta == "" || meta == "null" {
+		meta = "{}"
+	}
+	replyText(c, meta)
 }
