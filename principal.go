@@ -94,7 +94,7 @@ func (v *view) seesServer(server string) bool {
 // access is the views of one config's clients and profiles, made when the
 // config comes into force and never changed: a reload makes a new one.
 type access struct {
-	toolMode string            // the config's toolMode: a view's own, if set, overrides it
+	toolMode string           // the config's toolMode: a view's own, if set, overrides it
 	profiles map[string]*view // by profile name
 	clients  map[string]*view // by client name: its profile's view, or nil for none
 	none     *view            // the view of a client or profile that is gone: nothing

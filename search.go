@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -223,33 +224,47 @@ func (s *toolSearch) indexOf(cat *catalog, v *view) *toolIndex {
 	return x
 }
 
-// The weights of a tool's fields in its index: a word of its name says more
-// of what it does than a word of a parameter's description.
+// The fields of a tool that its index holds, and their weights: a word of
+// its name says more of what it does than a word of a parameter's
+// description.
 const (
-	weightName      = 3
-	weightTitle     = 2
-	weightDesc      = 1
-	weightParam     = 1
-	weightParamDesc = 0.5
-	weightServer    = 1
+	fieldName = iota
+	fieldTitle
+	fieldDesc
+	fieldParam
+	fieldParamDesc
+	fieldServer
+	numFields
 )
 
-// BM25's parameters, at their usual values.
+var fieldWeights = [numFields]float64{
+	fieldName:      3,
+	fieldTitle:     2,
+	fieldDesc:      1,
+	fieldParam:     1,
+	fieldParamDesc: 0.5,
+	fieldServer:    1,
+}
+
+// BM25's parameters, at their usual values: k1 saturates a term's
+// frequency, b weighs a field's length against the mean of its kind.
 const (
 	bm25K1 = 1.2
 	bm25B  = 0.75
 )
 
-// toolIndex is a BM25 index of a list of tools. It is never changed once
-// built, and safe for concurrent use.
+// toolIndex is a BM25F index of a list of tools (Robertson, Zaragoza and
+// Taylor, 2004): a term's frequency in each field is normalised by the
+// field's length against that field's mean length over the tools, weighed
+// by the field's weight, and summed, before BM25 saturates it, so that a
+// long description neither drowns a tool's name nor wins on length alone.
+// It is never changed once built, and safe for concurrent use.
 type toolIndex struct {
 	items []*catalogItem
-	lens  []float64 // each tool's weighted length in words
-	avg   float64   // the mean of lens
 	terms map[string][]posting
 }
 
-// posting is a term's weighted frequency in one tool.
+// posting is a term's normalised, weighed frequency in one tool.
 type posting struct {
 	doc int32
 	tf  float32
@@ -257,18 +272,10 @@ type posting struct {
 
 // newToolIndex indexes items.
 func newToolIndex(items []*catalogItem) *toolIndex {
-	x := &toolIndex{items: items, lens: make([]float64, len(items)), terms: map[string][]posting{}}
-	var words []string
-	total := 0.0
+	x := &toolIndex{items: items, terms: map[string][]posting{}}
+	fields := make([][numFields][]string, len(items))
+	var avg [numFields]float64
 	for i, it := range items {
-		tf := map[string]float64{}
-		add := func(text string, w float64) {
-			words = searchTerms(text, words[:0])
-			for _, t := range words {
-				tf[t] += w
-			}
-			x.lens[i] += w * float64(len(words))
-		}
 		var t struct {
 			Name        string `json:"name"`
 			Title       string `json:"title"`
@@ -284,38 +291,42 @@ func newToolIndex(items []*catalogItem) *toolIndex {
 			} `json:"inputSchema"`
 		}
 		json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
-		add(it.name, weightName)
-		add(t.Title, weightTitle)
+		f := &fields[i]
+		f[fieldName] = searchTerms(it.name, nil)
+		f[fieldTitle] = searchTerms(t.Title, nil)
 		if t.Annotations.Title != t.Title {
-			add(t.Annotations.Title, weightTitle)
+			f[fieldTitle] = searchTerms(t.Annotations.Title, f[fieldTitle])
 		}
-		add(t.Description, weightDesc)
-		for name, p := range t.InputSchema.Properties {
-			add(name, weightParam)
-			add(p.Title+" "+p.Description, weightParamDesc)
+		f[fieldDesc] = searchTerms(t.Description, nil)
+		for _, name := range slices.Sorted(maps.Keys(t.InputSchema.Properties)) {
+			p := t.InputSchema.Properties[name]
+			f[fieldParam] = searchTerms(name, f[fieldParam])
+			f[fieldParamDesc] = searchTerms(p.Title+" "+p.Description, f[fieldParamDesc])
 		}
-		add(it.backend.name, weightServer)
-		total += x.lens[i]
-		for _, term := range slices.Sorted(mapKeys(tf)) {
+		f[fieldServer] = searchTerms(it.backend.name, nil)
+		for k := range numFields {
+			avg[k] += float64(len(f[k]))
+		}
+	}
+	for k := range numFields {
+		avg[k] /= float64(max(len(items), 1))
+	}
+	for i := range items {
+		tf := map[string]float64{}
+		for k, words := range fields[i] {
+			if len(words) == 0 {
+				continue
+			}
+			norm := fieldWeights[k] / (1 - bm25B + bm25B*float64(len(words))/avg[k])
+			for _, w := range words {
+				tf[w] += norm
+			}
+		}
+		for _, term := range slices.Sorted(maps.Keys(tf)) {
 			x.terms[term] = append(x.terms[term], posting{int32(i), float32(tf[term])})
 		}
 	}
-	if len(items) > 0 {
-		x.avg = total / float64(len(items))
-	}
 	return x
-}
-
-// mapKeys returns an iterator of m's keys (maps.Keys, kept apart so that
-// the sort above reads as what it is).
-func mapKeys(m map[string]float64) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // search returns the tools that match query best, at most limit, best
@@ -323,17 +334,13 @@ func mapKeys(m map[string]float64) func(func(string) bool) {
 // that shares no term with the query is not returned. Its work is bounded
 // by the query's terms (searchTerms) times the tools that hold each.
 func (x *toolIndex) search(query string, limit int) []*catalogItem {
-	if len(x.items) == 0 || x.avg == 0 {
+	if len(x.items) == 0 {
 		return nil
 	}
 	scores := make([]float64, len(x.items))
 	n := float64(len(x.items))
-	seen := map[string]bool{}
-	for _, term := range searchTerms(query, nil) {
-		if seen[term] {
-			continue
-		}
-		seen[term] = true
+	for _, q := range withSynonyms(searchTerms(query, nil)) {
+		term := q.term
 		ps := x.terms[term]
 		if len(ps) == 0 {
 			continue
@@ -341,8 +348,7 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
 		for _, p := range ps {
 			tf := float64(p.tf)
-			norm := bm25K1 * (1 - bm25B + bm25B*x.lens[p.doc]/x.avg)
-			scores[p.doc] += idf * tf * (bm25K1 + 1) / (tf + norm)
+			scores[p.doc] += q.weight * idf * tf * (bm25K1 + 1) / (tf + bm25K1)
 		}
 	}
 	var hits []int
@@ -364,6 +370,66 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 	return out
 }
 
+// queryTerm is a term of a query, and its weight: 1 for a word of the
+// query, synonymWeight for a synonym of one (synonyms).
+type queryTerm struct {
+	term   string
+	weight float64
+}
+
+// synonymWeight is the weight of a term a query gets from synonyms: a tool
+// that uses the query's own word ranks above one that uses a synonym.
+const synonymWeight = 0.5
+
+// synonyms are groups of words that tools and their users use for one
+// thing: a word of a query brings in the others of its group. The list is
+// short and of general software vocabulary: words of one language for the
+// same operation, not knowledge of any server's tools.
+var synonyms = [][]string{
+	{"directory", "folder", "dir"},
+	{"create", "make", "new"},
+	{"delete", "remove", "erase"},
+	{"edit", "modify"},
+	{"search", "find", "lookup", "locate"},
+	{"show", "display", "view"},
+	{"run", "execute", "exec", "launch"},
+	{"undo", "revert", "reset", "rollback"},
+	{"move", "rename"},
+	{"image", "picture", "photo"},
+	{"javascript", "js"},
+	{"repository", "repo"},
+	{"terminal", "shell"},
+	{"kill", "terminate"},
+	{"website", "site", "webpage"},
+	{"screenshot", "capture"},
+}
+
+// withSynonyms returns terms, each once, with their synonyms after them.
+func withSynonyms(terms []string) []queryTerm {
+	seen := map[string]bool{}
+	var out []queryTerm
+	for _, t := range terms {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, queryTerm{t, 1})
+		}
+	}
+	for _, t := range terms {
+		for _, group := range synonyms {
+			if !slices.ContainsFunc(group, func(w string) bool { return stem(w) == t }) {
+				continue
+			}
+			for _, w := range group {
+				if w = stem(w); !seen[w] {
+					seen[w] = true
+					out = append(out, queryTerm{w, synonymWeight})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // maxQueryTerms bounds the terms searchTerms takes of one text: a query is
 // at most maxQueryBytes, and a tool's description past this many words adds
 // nothing a ranking needs.
@@ -373,51 +439,69 @@ const maxQueryTerms = 4096
 // at anything that is not a letter or a digit, at a change of case from
 // lower to upper ("readFile": read, file), before the last capital of a
 // run of them ("HTTPServer": http, server), and between letters and
-// digits; folded to lower case, stemmed lightly (stem), and without the
-// commonest English words (stopWords).
+// digits; a word so split is also a term whole ("JavaScript": java,
+// script, javascript). Each is folded to lower case and stemmed lightly
+// (stem); the commonest English words (stopWords) are left out.
 func searchTerms(text string, out []string) []string {
-	start := -1
+	start, run, parts := -1, -1, 0
 	var prev rune
-	emit := func(end int) {
-		if start >= 0 && len(out) < maxQueryTerms {
-			if w := strings.ToLower(text[start:end]); !stopWords[w] {
-				out = append(out, stem(w))
-			}
+	add := func(w string) {
+		if w = strings.ToLower(w); len(out) < maxQueryTerms && !stopWords[w] {
+			out = append(out, stem(w))
+		}
+	}
+	part := func(end int) {
+		if start >= 0 {
+			add(text[start:end])
+			parts++
 		}
 		start = -1
+	}
+	word := func(end int) {
+		part(end)
+		if parts > 1 {
+			add(text[run:end])
+		}
+		run, parts = -1, 0
 	}
 	for i, r := range text {
 		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
 		switch {
 		case !alnum:
-			emit(i)
+			word(i)
 		case start < 0:
 			start = i
+			if run < 0 {
+				run = i
+			}
 		case unicode.IsUpper(r) && unicode.IsLower(prev),
 			unicode.IsDigit(r) != unicode.IsDigit(prev):
-			emit(i)
+			part(i)
 			start = i
 		case unicode.IsLower(r) && unicode.IsUpper(prev) && i-utf8.RuneLen(prev) > start:
-			emit(i - utf8.RuneLen(prev))
+			part(i - utf8.RuneLen(prev))
 			start = i - utf8.RuneLen(prev)
 		}
+		prev = r
 		if !alnum {
 			prev = 0
-			continue
 		}
-		prev = r
 	}
-	emit(len(text))
+	word(len(text))
 	return out
 }
 
 // stopWords are words too common in tools' descriptions and in requests to
-// tell tools apart.
+// tell tools apart: Lucene's English stop words, with pronouns, question
+// words and "please".
 var stopWords = map[string]bool{
-	"a": true, "an": true, "the": true, "of": true, "to": true, "in": true, "on": true, "for": true,
-	"and": true, "or": true, "is": true, "are": true, "be": true, "it": true, "its": true, "this": true,
-	"that": true, "with": true, "as": true, "by": true, "at": true, "from": true, "i": true, "me": true,
-	"my": true, "we": true, "you": true, "your": true, "can": true, "will": true, "if": true, "into": true,
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "but": true,
+	"by": true, "for": true, "if": true, "in": true, "into": true, "is": true, "it": true, "no": true,
+	"not": true, "of": true, "on": true, "or": true, "such": true, "that": true, "the": true, "their": true,
+	"then": true, "there": true, "these": true, "they": true, "this": true, "to": true, "was": true, "will": true,
+	"with": true, "i": true, "me": true, "my": true, "we": true, "our": true, "you": true, "your": true,
+	"its": true, "what": true, "which": true, "who": true, "how": true, "when": true, "where": true, "why": true,
+	"do": true, "does": true, "can": true, "please": true, "from": true,
 }
 
 // stem strips the commonest English inflections from a lower-case word, so

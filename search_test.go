@@ -104,7 +104,7 @@ func TestFindToolsFindsTheToolsOfRealCatalogs(t *testing.T) {
 	for _, c := range []struct {
 		k     int
 		floor float64
-	}{{1, 0.0}, {5, 0.0}} {
+	}{{1, 0.62}, {5, 0.85}} { // measured 0.667 and 0.881 (docs/performance.md)
 		r, missed := searchRecall(x, tasks, c.k)
 		t.Logf("recall@%d = %.3f over %d tasks and %d tools of %d servers", c.k, r, len(tasks), len(x.items), len(backends))
 		for _, m := range missed {
