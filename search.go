@@ -14,7 +14,6 @@ package main
 // call_tool naming it is answered as an unknown tool is.
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -351,21 +350,33 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 			scores[p.doc] += q.weight * idf * tf * (bm25K1 + 1) / (tf + bm25K1)
 		}
 	}
-	var hits []int
-	for i, s := range scores {
-		if s > 0 {
-			hits = append(hits, i)
+	// The best limit tools, best first, kept by insertion: most tools
+	// score below the last of them and cost a comparison.
+	before := func(a, b int) bool { // whether tool a ranks before tool b
+		if scores[a] != scores[b] {
+			return scores[a] > scores[b]
+		}
+		return x.items[a].name < x.items[b].name
+	}
+	best := make([]int, 0, limit+1)
+	for i, sc := range scores {
+		if sc <= 0 || len(best) == limit && !before(i, best[limit-1]) {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(best, i, func(e, t int) int {
+			if before(e, t) {
+				return -1
+			}
+			return 1
+		})
+		best = slices.Insert(best, at, i)
+		if len(best) > limit {
+			best = best[:limit]
 		}
 	}
-	slices.SortFunc(hits, func(a, b int) int {
-		if c := cmp.Compare(scores[b], scores[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(x.items[a].name, x.items[b].name)
-	})
-	out := make([]*catalogItem, 0, min(limit, len(hits)))
-	for _, i := range hits[:min(limit, len(hits))] {
-		out = append(out, x.items[i])
+	out := make([]*catalogItem, len(best))
+	for j, i := range best {
+		out[j] = x.items[i]
 	}
 	return out
 }
@@ -414,7 +425,8 @@ func withSynonyms(terms []string) []queryTerm {
 			out = append(out, queryTerm{t, 1})
 		}
 	}
-	for _, t := range terms {
+	for _, q := range slices.Clone(out) {
+		t := q.term
 		for _, group := range synonyms {
 			if !slices.ContainsFunc(group, func(w string) bool { return stem(w) == t }) {
 				continue

@@ -122,3 +122,232 @@ func TestFindToolsFindsTheToolsOfRealCatalogs(t *testing.T) {
 		t.Errorf("search mode's tools/list is %d bytes, the full one %d: %.1fx smaller, want at least 20x", len(search), len(full), ratio)
 	}
 }
+
+// searchConfig is openOnlyConfig with its profile in search mode: alice
+// (profile openOnly) sees server open (prefix o) alone, and lists tools in
+// search mode; root sees both servers, and lists every tool (the top
+// level's toolMode, "all" by default).
+func searchConfig(t *testing.T) string {
+	return `{
+		"clients": {
+			"alice": {"tokenFile": ` + tokenFile(t, aliceToken) + `, "profile": "openOnly"},
+			"root":  {"tokenFile": ` + tokenFile(t, rootToken) + `}
+		},
+		"profiles": {"openOnly": {"servers": {"open": {}}, "toolMode": "search"}},
+		"mcpServers": {"open": ` + fakeWith("open", "o") + `, "secret": ` + fakeWith("secret", "s") + `}
+	}`
+}
+
+// foundNames returns the names of the tools a find_tools answer holds.
+func foundNames(t *testing.T, m *wireMsg) []string {
+	t.Helper()
+	var found struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(text(t, m)), &found); err != nil {
+		t.Fatalf("find_tools answered %s: %v", m.Result, err)
+	}
+	var names []string
+	for _, tool := range found.Tools {
+		if len(tool.InputSchema) == 0 {
+			t.Errorf("find_tools gave %s without its inputSchema", tool.Name)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func TestSearchModeFindsAndCallsOnlyToolsInTheClientsViewOnEveryFrontEnd(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, searchConfig(t))
+	// Every word of the names of the fake server's tools: a query that
+	// matches every tool of both servers.
+	everything := "echo whoami sleep hang wait big stderr garbage crash list changed flood touch progress log sample elicit roots task links alloc fork"
+	for _, fe := range aliceFrontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			send := fe.open(t, tg)
+			var list struct {
+				Tools []struct{ Name string } `json:"tools"`
+			}
+			result(t, send("tools/list", `{}`), &list)
+			var listed []string
+			for _, tool := range list.Tools {
+				listed = append(listed, tool.Name)
+			}
+			if want := []string{findToolsName, callToolName}; !slices.Equal(listed, want) {
+				t.Errorf("tools/list in search mode = %q, want %q", listed, want)
+			}
+			found := foundNames(t, send("tools/call", `{"name":"find_tools","arguments":{"query":"echo the given text","limit":3}}`))
+			if len(found) == 0 || found[0] != "o__echo" || len(found) > 3 {
+				t.Errorf("find_tools(echo the given text, 3) = %q, want o__echo first, at most 3", found)
+			}
+			all := foundNames(t, send("tools/call", `{"name":"find_tools","arguments":{"query":"`+everything+`","limit":50}}`))
+			if len(all) < 10 {
+				t.Errorf("find_tools of every tool's words found %d tools: %q", len(all), all)
+			}
+			for _, name := range all {
+				if !strings.HasPrefix(name, "o__") {
+					t.Errorf("find_tools found %q, outside the client's view", name)
+				}
+			}
+			if got := text(t, send("tools/call", `{"name":"call_tool","arguments":{"name":"o__echo","arguments":{"text":"found"}}}`)); got != "found" {
+				t.Errorf("call_tool(o__echo) = %q, want found", got)
+			}
+			if got := text(t, send("tools/call", `{"name":"o__echo","arguments":{"text":"by name"}}`)); got != "by name" {
+				t.Errorf("tools/call of o__echo by its name in search mode = %q", got)
+			}
+			// A tool outside the view, through call_tool, gets the answer
+			// of a tool that exists nowhere.
+			hidden := send("tools/call", `{"name":"call_tool","arguments":{"name":"s__echo","arguments":{"text":"x"}}}`)
+			twin := send("tools/call", `{"name":"call_tool","arguments":{"name":"zz__echo","arguments":{"text":"x"}}}`)
+			if hidden.Error == nil || twin.Error == nil {
+				t.Fatalf("call_tool(s__echo) = %s %+v, call_tool(zz__echo) = %s %+v; want both refused", hidden.Result, hidden.Error, twin.Result, twin.Error)
+			}
+			if got := strings.ReplaceAll(hidden.Error.Message, "s__echo", "zz__echo"); hidden.Error.Code != twin.Error.Code || got != twin.Error.Message {
+				t.Errorf("call_tool(s__echo) = %d %q; want the answer to an unknown tool, %d %q", hidden.Error.Code, hidden.Error.Message, twin.Error.Code, twin.Error.Message)
+			}
+		})
+	}
+	if n := requestsTo(t, tg, "secret")["tools/call"]; n != 0 {
+		t.Errorf("the secret server received %d tools/call requests from a client that may not see it", n)
+	}
+	root := connectWith(t, tg.url, "Bearer "+rootToken)
+	names := root.listToolNames()
+	if !slices.Contains(names, "s__echo") || slices.Contains(names, findToolsName) {
+		t.Errorf("root, whose toolMode is the top level's (all), lists %q; want every tool, s__echo too, and no find_tools", names)
+	}
+}
+
+func TestSearchModeOfTheTopLevelYieldsToAProfilesOwn(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{
+		"toolMode": "search",
+		"clients": {
+			"alice": {"tokenFile": `+tokenFile(t, aliceToken)+`, "profile": "all"},
+			"root":  {"tokenFile": `+tokenFile(t, rootToken)+`}
+		},
+		"profiles": {"all": {"servers": {"*": {}}, "toolMode": "all"}},
+		"mcpServers": {"open": `+fakeWith("open", "o")+`}
+	}`)
+	if names := connectWith(t, tg.url, "Bearer "+rootToken).listToolNames(); !slices.Equal(names, []string{findToolsName, callToolName}) {
+		t.Errorf("root, in the top level's search mode, lists %q", names)
+	}
+	if names := connectWith(t, tg.url, "Bearer "+aliceToken).listToolNames(); !slices.Contains(names, "o__echo") || slices.Contains(names, findToolsName) {
+		t.Errorf("alice, whose profile says toolMode all, lists %q", names)
+	}
+}
+
+func TestSearchModeRefusesBadArgumentsClearlyAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"toolMode": "search", "mcpServers": {"open": `+fakeWith("open", "o")+`}}`)
+	c := connect(t, tg.url)
+	huge, _ := json.Marshal(strings.Repeat("read a file ", 1<<20/12))
+	for _, tc := range []struct {
+		name, params, want string
+	}{
+		{"a query of 1 MB", `{"name":"find_tools","arguments":{"query":` + string(huge) + `}}`, `at most 1024`},
+		{"a limit of a billion", `{"name":"find_tools","arguments":{"query":"echo","limit":1000000000}}`, `"limit" is 1000000000; want 1 to 50`},
+		{"a limit of 0", `{"name":"find_tools","arguments":{"query":"echo","limit":0}}`, `"limit" is 0; want 1 to 50`},
+		{"a limit that is a string", `{"name":"find_tools","arguments":{"query":"echo","limit":"5"}}`, `"limit" must be a whole number`},
+		{"a limit that is a fraction", `{"name":"find_tools","arguments":{"query":"echo","limit":2.5}}`, `"limit" must be a whole number`},
+		{"a query that is a number", `{"name":"find_tools","arguments":{"query":5}}`, `"query" must be a string`},
+		{"no query", `{"name":"find_tools","arguments":{}}`, `"query" is missing`},
+		{"a query of stop words only", `{"name":"find_tools","arguments":{"query":"the of a"}}`, `has no word to search for`},
+		{"arguments that are not an object", `{"name":"find_tools","arguments":"echo"}`, `arguments must be an object`},
+		{"call_tool without a name", `{"name":"call_tool","arguments":{"arguments":{}}}`, `"name" must be the name of a tool`},
+		{"call_tool with a name that is a number", `{"name":"call_tool","arguments":{"name":5}}`, `"name" must be the name of a tool`},
+		{"call_tool with arguments that are a list", `{"name":"call_tool","arguments":{"name":"o__echo","arguments":[1]}}`, `"arguments" must be an object of the arguments of tool "o__echo"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := c.request("7", "tools/call", tc.params)
+			if m.Error == nil || m.Error.Code != codeInvalidParams || !strings.Contains(m.Error.Message, tc.want) {
+				t.Errorf("tools/call %.200s = %s %+v; want a %d error saying %q", tc.params, m.Result, m.Error, codeInvalidParams, tc.want)
+			}
+			if m.Error != nil && len(m.Error.Message) > 400 {
+				t.Errorf("the error is %d bytes long; want a short one, not the query echoed", len(m.Error.Message))
+			}
+		})
+	}
+	if got := foundNames(t, c.request("8", "tools/call", `{"name":"find_tools","arguments":{"query":"sleep"}}`)); len(got) == 0 || got[0] != "o__sleep" {
+		t.Errorf("after the bad calls, find_tools(sleep) = %q, want o__sleep first", got)
+	}
+	if m := c.request("9", "tools/list", `{"cursor":"abc"}`); m.Error == nil || m.Error.Code != codeInvalidParams {
+		t.Errorf("tools/list with a cursor in search mode = %s %+v, want -32602", m.Result, m.Error)
+	}
+}
+
+func TestToolModeMustBeAllOrSearch(t *testing.T) {
+	for _, tc := range []struct{ name, config, want string }{
+		{"at the top level", `{"toolMode": "serch", "mcpServers": {"a": {"command": "x"}}}`, `toolMode: is "serch"; want "all"`},
+		{"in a profile", `{"profiles": {"p": {"servers": {"*": {}}, "toolMode": "find"}}, "mcpServers": {"a": {"command": "x"}}}`, `profiles.p.toolMode: is "find"; want "all"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "corral.json")
+			os.WriteFile(path, []byte(tc.config), 0o600)
+			_, err := LoadConfig(path, func(string) (string, bool) { return "", false }, func(string) {})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("LoadConfig(%s) = %v, want an error saying %q", tc.config, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSearchTermsSplitNamesAsTheirAuthorsWroteThem(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"read_text_file", []string{"read", "text", "fil"}},
+		{"browserTakeScreenshot", []string{"browser", "tak", "screenshot", "browsertakescreenshot"}},
+		{"HTTPServer", []string{"http", "server", "httpserver"}},
+		{"API-get-users", []string{"api", "get", "user"}},
+		{"Run JavaScript in the page", []string{"run", "java", "script", "javascript", "pag"}},
+		{"git_log v1.2", []string{"git", "log", "v", "1", "v1", "2"}},
+		{"creating created creates", []string{"creat", "creat", "creat"}},
+		{"directories entries processes", []string{"directory", "entry", "process"}},
+	} {
+		if got := searchTerms(tc.text, nil); !slices.Equal(got, tc.want) {
+			t.Errorf("searchTerms(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkFindToolsOver2000Tools measures find_tools over the 222 real
+// tools of testdata/catalogs copied under ten prefixes (2,220 tools): a
+// query of a user's words against the index, and the answer written.
+func BenchmarkFindToolsOver2000Tools(b *testing.B) {
+	var backends []*backend
+	for i := range 10 {
+		for _, r := range recordedBackends(b) {
+			r.name = fmt.Sprintf("%s%d", r.name, i)
+			r.cfg = &ServerConfig{name: r.name, Prefix: fmt.Sprintf("p%d", i)}
+			backends = append(backends, r)
+		}
+	}
+	cat, _ := buildCatalog(backends)
+	if n := len(cat.lists[kindTool].items); n < 2000 {
+		b.Fatalf("%d tools; want at least 2000", n)
+	}
+	var s toolSearch
+	s.indexOf(cat, nil)
+	for _, q := range []struct{ name, query string }{
+		{"a task", "read the last 20 lines of a log file"},
+		{"a longer task", "open a web page, click the login button and take a screenshot of what it shows"},
+		{"a query of 1 KiB", strings.Repeat("file ", maxQueryBytes/5)},
+	} {
+		for _, limit := range []int{defaultFindLimit, maxFindLimit} {
+			b.Run(fmt.Sprintf("%s, limit %d", q.name, limit), func(b *testing.B) {
+				for b.Loop() {
+					found := s.find(cat, nil, q.query, limit)
+					if len(found) == 0 {
+						b.Fatal("nothing found")
+					}
+					findResult(found)
+				}
+			})
+		}
+	}
+}
