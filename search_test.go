@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -349,5 +350,70 @@ func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+func TestStatusPageShowsEachServersToolDefinitionsLargestFirst(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"mcpServers":{
+		"few":  {"command":"FAKE","args":["-state","STATE","-name","few"],"prefix":"f","tools":{"deny":["crash","fork"]}},
+		"many": {"command":"FAKE","args":["-state","STATE","-name","many","-extra-tools","40"],"prefix":"m"}
+	}}`)
+	base := strings.TrimSuffix(tg.url, mcpPath)
+	_, page := getPage(t, "GET", base+"/", "Accept", browserAccept)
+	section := regexp.MustCompile(`(?s)<section id="tool-definitions">.*?</section>`).FindString(page)
+	rows := regexp.MustCompile(`(?s)<tr data-tool-cost="([^"]+)">\s*<td>[^<]*</td>\s*<td class="tools">(\d+)</td>\s*<td class="bytes">(\d+)</td>`).FindAllStringSubmatch(section, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1]+" "+r[2]+" "+r[3])
+	}
+	var want []string
+	for _, name := range []string{"many", "few"} { // the largest first
+		b := tg.gw.backends[slices.IndexFunc(tg.gw.backends, func(b *backend) bool { return b.name == name })]
+		tools, size := 0, 0
+		for _, it := range b.items(kindTool) {
+			if b.cfg.Tools.allows(it.name) { // few's denied tools cost no client anything
+				tools, size = tools+1, size+len(it.raw)
+			}
+		}
+		want = append(want, fmt.Sprintf("%s %d %d", name, tools, size))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the tool definitions' rows = %q, want %q (server tools bytes, largest first):\n%s", got, want, section)
+	}
+}
+
+func TestCheckShowsTheToolDefinitionsOfCachedCatalogsLargestFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg, err := ParseConfig(filepath.Join(dir, "c.json"), []byte(`{"cacheDir": "cache", "mcpServers": {
+		"small": {"command": "x", "start": "lazy"},
+		"large": {"command": "y", "start": "lazy", "tools": {"deny": ["hidden"]}},
+		"never": {"command": "z", "start": "lazy"}
+	}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir, _ := cfg.catalogCacheDir()
+	for name, tools := range map[string][]string{
+		"small": {`{"name":"a"}`},
+		"large": {`{"name":"b","description":"a longer one"}`, `{"name":"c","description":"and another"}`, `{"name":"hidden","description":"filtered out by the server's own tools filter"}`},
+	} {
+		cc := &cachedCatalog{Version: catalogCacheVersion, Server: name, Lists: map[string][]json.RawMessage{}}
+		for _, tool := range tools {
+			cc.Lists["tools"] = append(cc.Lists["tools"], json.RawMessage(tool))
+		}
+		if err := newCatalogCache(cacheDir, cfg, cfg.MCPServers[name]).save(cc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := string(toolCostsReport(cachedToolCosts(cfg, cachedTools(cfg))))
+	large := len(`{"name":"b","description":"a longer one"}`) + len(`{"name":"c","description":"and another"}`)
+	want := fmt.Sprintf("tool definitions, largest first, of the servers whose catalog is cached (tokens estimated as bytes/4):\n"+
+		"  server large: 2 tools, %d bytes (about %d tokens)\n"+
+		"  server small: 1 tool, 12 bytes (about 3 tokens)\n"+
+		"  all of them: 3 tools, %d bytes (about %d tokens)\n", large, large/4, large+12, (large+12)/4)
+	if got != want {
+		t.Errorf("-check's report =\n%s\nwant\n%s", got, want)
 	}
 }
