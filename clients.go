@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -441,6 +442,9 @@ func (c *Config) profilesReport(items func(server, field string) ([]string, bool
 		fmt.Fprintf(&b, "profile %s%s:\n", quoteName(name), where)
 		if p.ReadOnlyTools {
 			fmt.Fprintf(&b, "  only tools whose annotations say readOnlyHint: true\n")
+		}
+		if cmp.Or(p.ToolMode, c.ToolMode) == toolModeSearch {
+			fmt.Fprintf(&b, "  tools listed in search mode: find_tools and call_tool\n")
 		}
 		shown := 0
 		var warnings []string

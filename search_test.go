@@ -417,3 +417,34 @@ func TestCheckShowsTheToolDefinitionsOfCachedCatalogsLargestFirst(t *testing.T) 
 		t.Errorf("-check's report =\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestCallToolIsAuditedAsTheCallItStandsFor(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"toolMode": "search", "audit": {"file": "STATE/audit.jsonl"}, "mcpServers": {"open": `+fakeWith("open", "o")+`}}`)
+	c := connect(t, tg.url)
+	foundNames(t, c.request("1", "tools/call", `{"name":"find_tools","arguments":{"query":"echo"}}`))
+	if got := text(t, c.request("2", "tools/call", `{"name":"call_tool","arguments":{"name":"o__echo","arguments":{"text":"x"}}}`)); got != "x" {
+		t.Fatalf("call_tool(o__echo) = %q", got)
+	}
+	lines := readAudit(t, filepath.Join(tg.dir, "audit.jsonl"))
+	if l := auditOf(t, lines, c.sid, "tools/call", "o__echo"); l.Server != "open" || l.Outcome != "ok" {
+		t.Errorf("call_tool(o__echo)'s audit line = %+v; want server open, outcome ok, as a tools/call of o__echo", l)
+	}
+	if l := auditOf(t, lines, c.sid, "tools/call", findToolsName); l.Server != "" || l.Outcome != "ok" {
+		t.Errorf("find_tools' audit line = %+v; want no server (corral answers it), outcome ok", l)
+	}
+}
+
+func TestCheckSaysWhichProfilesListToolsInSearchMode(t *testing.T) {
+	cfg, err := ParseConfig("c.json", []byte(`{"toolMode": "search",
+		"profiles": {"finder": {"servers": {"*": {}}}, "lister": {"servers": {"*": {}}, "toolMode": "all"}},
+		"mcpServers": {"a": {"command": "true"}}}`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(cfg.profilesReport(func(string, string) ([]string, bool) { return nil, false }))
+	finder, lister, _ := strings.Cut(got, `profile lister`)
+	if !strings.Contains(finder, "search mode") || strings.Contains(lister, "search mode") {
+		t.Errorf("profilesReport =\n%s\nwant finder (the top level's toolMode) in search mode, lister (its own, all) not", got)
+	}
+}
