@@ -212,15 +212,19 @@ func (s *toolSearch) indexOf(cat *catalog, v *view) *toolIndex {
 	}
 	x := s.index[v]
 	if x == nil {
-		items := cat.listsFor(v)[kindTool].items
-		ptrs := make([]*catalogItem, len(items))
-		for i := range items {
-			ptrs[i] = &items[i]
-		}
-		x = newToolIndex(ptrs)
+		x = newToolIndex(itemPointers(&cat.listsFor(v)[kindTool]))
 		s.index[v] = x
 	}
 	return x
+}
+
+// itemPointers returns pointers to the items of l, in order.
+func itemPointers(l *catalogList) []*catalogItem {
+	ptrs := make([]*catalogItem, len(l.items))
+	for i := range l.items {
+		ptrs[i] = &l.items[i]
+	}
+	return ptrs
 }
 
 // The fields of a tool that its index holds, and their weights: a word of

@@ -332,6 +332,11 @@ func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 	if n := len(cat.lists[kindTool].items); n < 2000 {
 		b.Fatalf("%d tools; want at least 2000", n)
 	}
+	b.Run("the index built, at a view's first find_tools", func(b *testing.B) {
+		for b.Loop() {
+			newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool]))
+		}
+	})
 	var s toolSearch
 	s.indexOf(cat, nil)
 	for _, q := range []struct{ name, query string }{
