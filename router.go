@@ -60,7 +60,7 @@ type eraRules interface {
 // returned as the tools/call it stands for (call), a copy of in with the
 // same ID; a call of any other tool, which the client may call by name as
 // any client may, is returned as it is.
-func (g *Gateway) searchCall(ctx context.Context, v *view, in *inbound) (r *reply, call *inbound) {
+func (g *Gateway) searchCall(ctx context.Context, s *session, v *view, in *inbound) (r *reply, call *inbound) {
 	msg := in.msg
 	c, ok, werr := readSearchCall(msg.Params)
 	switch {
@@ -75,6 +75,16 @@ func (g *Gateway) searchCall(ctx context.Context, v *view, in *inbound) (r *repl
 		}
 		g.offer.waitFirstStarts(ctx)
 		found := g.search.find(g.currentCatalog(), v, query, limit)
+		var names []string
+		for _, it := range found {
+			names = append(names, it.name)
+		}
+		if s.addFound(names, maxFoundListed) {
+			// For clients that call tools by name only: what was found is
+			// in the session's tools/list from now on.
+			note, _ := encodeNotification(kinds[kindTool].changed, nil)
+			s.send(note[:len(note)-1])
+		}
 		return in.rules.result(msg.ID, findResult(found), false), nil
 	}
 	params, werr := callToolParams(msg.Params, c.args)
@@ -137,7 +147,14 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		result = g.offer.discover(ctx, v)
 	case opList:
 		if info.kind == kindTool && g.searches(s.who) {
-			result, err = searchToolsPage(msg.Params, in.rules.ownMeta())
+			var found []json.RawMessage
+			listed := g.currentCatalog().listsFor(v)[kindTool].byName
+			for _, name := range s.foundTools() {
+				if it := listed[name]; it != nil && name != findToolsName && name != callToolName { // still in the view
+					found = append(found, it.raw)
+				}
+			}
+			result, err = searchToolsPage(msg.Params, in.rules.ownMeta(), found...)
 			break
 		}
 		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
@@ -154,7 +171,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		if msg.Method == "tools/call" && g.searches(s.who) {
 			// find_tools is answered here; call_tool goes on as the
 			// tools/call it stands for, with what every call gets.
-			r, call := g.searchCall(ctx, v, in)
+			r, call := g.searchCall(ctx, s, v, in)
 			if r != nil {
 				g.audit.call(ctx, start, s, in, nil, nil, r)
 				return r

@@ -45,11 +45,16 @@ var searchTools = []json.RawMessage{
 	json.RawMessage(`{"name":"call_tool","title":"Call a tool","description":"Call a tool that find_tools returned, by its name, with arguments that follow its input schema.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as find_tools gave it."},"arguments":{"type":"object","description":"The tool's arguments."}},"required":["name"]}}`),
 }
 
+// maxFoundListed bounds the tools find_tools found that a session's
+// tools/list shows after search mode's own: the last found.
+const maxFoundListed = maxFindLimit
+
 // searchToolsPage returns the result of tools/list in search mode: the
-// tools of searchTools, in one page, with meta as its _meta if not nil.
-// params is checked as a list request's are; a cursor is refused, since
-// the one page has none to give.
-func searchToolsPage(params, meta json.RawMessage) (json.RawMessage, error) {
+// tools of searchTools, then found (the tools find_tools found for the
+// session, as tools/list would list them), in one page, with meta as its
+// _meta if not nil. params is checked as a list request's are; a cursor is
+// refused, since the one page has none to give.
+func searchToolsPage(params, meta json.RawMessage, found ...json.RawMessage) (json.RawMessage, error) {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
@@ -62,7 +67,7 @@ func searchToolsPage(params, meta json.RawMessage) (json.RawMessage, error) {
 		return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid cursor (search mode lists its tools in one page)"}
 	}
 	out := []byte(`{"tools":[`)
-	for i, t := range searchTools {
+	for i, t := range slices.Concat(searchTools, found) {
 		if i > 0 {
 			out = append(out, ',')
 		}

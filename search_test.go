@@ -453,3 +453,28 @@ func TestCheckSaysWhichProfilesListToolsInSearchMode(t *testing.T) {
 		t.Errorf("profilesReport =\n%s\nwant finder (the top level's toolMode) in search mode, lister (its own, all) not", got)
 	}
 }
+
+func TestFoundToolsJoinTheSessionsListWithListChanged(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"toolMode": "search", "mcpServers": {"open": `+fakeWith("open", "o")+`}}`)
+	both(t, tg, `{}`, func(t *testing.T, p *peer) {
+		m, _ := p.call("tools/call", `{"name":"find_tools","arguments":{"query":"sleep for the given time","limit":2}}`)
+		found := foundNames(t, m)
+		if len(found) == 0 || found[0] != "o__sleep" {
+			t.Fatalf("find_tools(sleep for the given time) = %q, want o__sleep first", found)
+		}
+		if note := p.nextExcept("notifications/message", "notifications/resources/list_changed", "notifications/prompts/list_changed"); note.Method != "notifications/tools/list_changed" {
+			t.Errorf("after find_tools found new tools, the session's stream had %s, want notifications/tools/list_changed", note.Method)
+		}
+		want := slices.Sorted(slices.Values(append([]string{findToolsName, callToolName}, found...)))
+		if got := p.listAll("tools/list", "tools", "name"); !slices.Equal(got, want) { // listAll sorts
+			t.Errorf("tools/list after find_tools = %q, want search mode's tools and those found, %q", got, want)
+		}
+		if got := text(t, first(p.call("tools/call", `{"name":"o__sleep","arguments":{"ms":1}}`))); got != "slept" {
+			t.Errorf("a found tool called by its name answered %q", got)
+		}
+	})
+}
+
+// first returns the first of two values.
+func first[A, B any](a A, _ B) A { return a }
