@@ -303,3 +303,21 @@ func invalidToolsReport(cfg *Config) []byte {
 	}
 	return []byte(b.String())
 }
+
+// cachedTools returns the tools a server of cfg listed, as its catalog
+// cache file holds them, and whether there is one (a lazy server that has
+// run once), for -check's report of what tool definitions cost.
+func cachedTools(cfg *Config) func(server string) ([]json.RawMessage, bool) {
+	dir, err := cfg.catalogCacheDir()
+	return func(server string) ([]json.RawMessage, bool) {
+		s := cfg.MCPServers[server]
+		if err != nil || s == nil {
+			return nil, false
+		}
+		cc, err := newCatalogCache(dir, cfg, s).load()
+		if err != nil {
+			return nil, false
+		}
+		return cc.Lists[kinds[kindTool].field], true
+	}
+}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -89,6 +90,9 @@ type ProfileConfig struct {
 	MaxInFlight    int     `json:"maxInFlight,omitempty"`
 	CallsPerSecond float64 `json:"callsPerSecond,omitempty"`
 	MaxSessions    int     `json:"maxSessions,omitempty"`
+	// ToolMode is how the profile's clients list tools, "all" or
+	// "search" (Config.ToolMode). If empty, the top level's.
+	ToolMode string `json:"toolMode,omitempty"`
 }
 
 // ProfileServer is what a profile shows of one server: each filter matches
@@ -215,7 +219,7 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 	p.refuseUnknownFields("clients", clients, func() any { return new(ClientConfig) },
 		"a client's fields are tokenFile, tokenEnv, profile, env and headers")
 	p.refuseUnknownFields("profiles", profiles, func() any { return new(ProfileConfig) },
-		`a profile's fields are servers, readOnlyTools, maxInFlight, callsPerSecond and maxSessions; each server's, tools, resources and prompts; each of those, allow and deny`)
+		`a profile's fields are servers, readOnlyTools, maxInFlight, callsPerSecond, maxSessions and toolMode; each server's, tools, resources and prompts; each of those, allow and deny`)
 	if len(c.Clients) == 0 {
 		for _, name := range slices.Sorted(maps.Keys(c.MCPServers)) {
 			if s := c.MCPServers[name]; s != nil && s.clientScoped() {
@@ -239,6 +243,7 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		if prof.CallsPerSecond < 0 || math.IsNaN(prof.CallsPerSecond) {
 			p.errorf("", field+".callsPerSecond", "is %g; want a rate above 0 (0.5 is a call every two seconds), or 0 (or none) for no bound", prof.CallsPerSecond)
 		}
+		p.checkToolMode(field+".toolMode", prof.ToolMode)
 		for _, server := range slices.Sorted(maps.Keys(prof.Servers)) {
 			if server != "*" && c.MCPServers[server] == nil {
 				p.errorf("", field+".servers."+quoteName(server), "no server is named %q in mcpServers; name one of those, or \"*\" for every server", server)
@@ -257,6 +262,7 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 			}
 		}
 	}
+	p.checkToolMode("toolMode", c.ToolMode)
 	seen := map[string]string{} // token -> the client (or authTokenFile) that holds it
 	if c.token != "" {
 		seen[c.token] = "authTokenFile/authTokenEnv"
@@ -289,6 +295,19 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		}
 		seen[token] = "client " + quoteName(name)
 		c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
+	}
+}
+
+// The values of toolMode.
+const (
+	toolModeAll    = "all"
+	toolModeSearch = "search"
+)
+
+// checkToolMode checks the toolMode at field: "", "all" or "search".
+func (p *parser) checkToolMode(field, mode string) {
+	if mode != "" && mode != toolModeAll && mode != toolModeSearch {
+		p.errorf("", field, `is %q; want "all" (tools/list lists every tool) or "search" (it lists find_tools and call_tool)`, mode)
 	}
 }
 
@@ -426,6 +445,9 @@ func (c *Config) profilesReport(items func(server, field string) ([]string, bool
 		fmt.Fprintf(&b, "profile %s%s:\n", quoteName(name), where)
 		if p.ReadOnlyTools {
 			fmt.Fprintf(&b, "  only tools whose annotations say readOnlyHint: true\n")
+		}
+		if cmp.Or(p.ToolMode, c.ToolMode) == toolModeSearch {
+			fmt.Fprintf(&b, "  tools listed in search mode: find_tools and call_tool\n")
 		}
 		shown := 0
 		var warnings []string

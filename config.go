@@ -213,6 +213,11 @@ type Config struct {
 	// Tracing is where corral's spans go (configtracing.go). If zero,
 	// tracing is off.
 	Tracing TracingConfig `json:"tracing,omitzero"`
+	// ToolMode is how clients' tools/list shows tools: "all" lists every
+	// tool of a client's view; "search" lists find_tools and call_tool
+	// instead (search.go). A profile's own toolMode overrides it. If
+	// empty, "all".
+	ToolMode string `json:"toolMode,omitempty"`
 
 	// MCPServers maps a server's name to how to run it.
 	MCPServers map[string]*ServerConfig `json:"mcpServers"`

@@ -97,6 +97,7 @@ type Gateway struct {
 	scopes         *scopedServers  // the session-scoped servers' processes (scope.go)
 	events         *gatewayEvents  // what the shared servers' backends report to
 	offer          *offer          // what clients are offered: lists, items, capabilities (offer.go)
+	search         toolSearch      // the search indexes of search mode (search.go)
 	notices        *serverNotices  // what clients hear of servers going down and coming back, and corral://status (ownstatus.go)
 
 	// lineBufs holds the servers' large stdout buffers, which a server
@@ -196,6 +197,14 @@ func (g *Gateway) viewOf(who principal) *view {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.acc.viewOf(who)
+}
+
+// searches reports whether who lists tools in search mode, in the config in
+// force (search.go).
+func (g *Gateway) searches(who principal) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.acc.searches(who)
 }
 
 // backendList returns the backends in force, sorted by name.

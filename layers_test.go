@@ -85,6 +85,7 @@ var layerTable = []layer{
 		"router.go: the route of a request",
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",
+		"search.go: search mode: find_tools and call_tool, BM25 over a view's tools",
 		"jsonroute.go: a client's message read for its route",
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",

@@ -252,6 +252,7 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 	inv.stdout.Write(cfg.oauthReport())
 	inv.stdout.Write(invalidToolsReport(cfg))
+	inv.stdout.Write(toolCostsReport(cachedToolCosts(cfg, cachedTools(cfg))))
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {

@@ -83,6 +83,9 @@ type view struct {
 	// the view says of servers (their instructions, their log messages,
 	// whether they are ready). If nil, every server may be.
 	server func(server string) bool
+	// toolMode is how the view's tools are listed: its profile's toolMode
+	// ("all" or "search"), or, if empty, the config's.
+	toolMode string
 }
 
 // sees reports whether the item of kind k that server offers, which the
@@ -99,6 +102,7 @@ func (v *view) seesServer(server string) bool {
 // access is the views of one config's clients and profiles, made when the
 // config comes into force and never changed: a reload makes a new one.
 type access struct {
+	toolMode string           // the config's toolMode: a view's own, if set, overrides it
 	profiles map[string]*view // by profile name
 	clients  map[string]*view // by client name: its profile's view, or nil for none
 	none     *view            // the view of a client or profile that is gone: nothing
@@ -106,7 +110,7 @@ type access struct {
 
 // newAccess returns the views of cfg's clients and profiles.
 func newAccess(cfg *Config) *access {
-	a := &access{profiles: map[string]*view{}, clients: map[string]*view{},
+	a := &access{toolMode: cfg.ToolMode, profiles: map[string]*view{}, clients: map[string]*view{},
 		none: &view{name: "nothing", allows: func(kind, string, string, json.RawMessage) bool { return false }, server: func(string) bool { return false }}}
 	for name, p := range cfg.Profiles {
 		if p != nil {
@@ -150,6 +154,18 @@ func (a *access) viewOf(who principal) *view {
 	return who.view
 }
 
+// searches reports whether who lists tools in search mode (search.go): its
+// view's toolMode, or the config's where the view sets none.
+func (a *access) searches(who principal) bool {
+	if a == nil {
+		return false
+	}
+	if v := a.viewOf(who); v != nil && v.toolMode != "" {
+		return v.toolMode == toolModeSearch
+	}
+	return a.toolMode == toolModeSearch
+}
+
 // knows reports whether who's client, if it names one, is in the config.
 func (a *access) knows(who principal) bool {
 	_, ok := a.clients[who.client]
@@ -159,8 +175,9 @@ func (a *access) knows(who principal) bool {
 // profileView returns the view of profile p, named name.
 func profileView(name string, p *ProfileConfig) *view {
 	return &view{
-		name:   "profile " + quoteName(name),
-		server: p.showsServer,
+		name:     "profile " + quoteName(name),
+		server:   p.showsServer,
+		toolMode: p.ToolMode,
 		allows: func(k kind, server, name string, item json.RawMessage) bool {
 			return p.shows(kinds[k].field, server, name, func() bool { return readOnlyHint(item) })
 		},

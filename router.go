@@ -63,6 +63,49 @@ type eraRules interface {
 	forward(ctx context.Context, fw *forwarder, f *forwarding) *reply
 }
 
+// searchCall serves a tools/call of a client in search mode (search.go),
+// of view v: a call of find_tools is answered (r); a call of call_tool is
+// returned as the tools/call it stands for (call), a copy of in with the
+// same ID; a call of any other tool, which the client may call by name as
+// any client may, is returned as it is.
+func (g *Gateway) searchCall(ctx context.Context, s *session, v *view, in *inbound) (r *reply, call *inbound) {
+	msg := in.msg
+	c, ok, werr := readSearchCall(msg.Params)
+	switch {
+	case werr != nil:
+		return errorReply(msg.ID, werr), nil
+	case !ok:
+		return nil, in
+	case c.name == findToolsName:
+		query, limit, werr := findQuery(c.args)
+		if werr != nil {
+			return errorReply(msg.ID, werr), nil
+		}
+		g.offer.waitFirstStarts(ctx)
+		found := g.search.find(g.currentCatalog(), v, query, limit)
+		var names []string
+		for _, it := range found {
+			names = append(names, it.name)
+		}
+		if s.addFound(names, maxFoundListed) {
+			// For clients that call tools by name only: what was found is
+			// in the session's tools/list from now on.
+			note, _ := encodeNotification(kinds[kindTool].changed, nil)
+			s.send(note[:len(note)-1])
+		}
+		return in.rules.result(msg.ID, findResult(found), cacheHints{}), nil
+	}
+	params, werr := callToolParams(msg.Params, c.args)
+	if werr != nil {
+		return errorReply(msg.ID, werr), nil
+	}
+	m := *msg
+	m.Params = params
+	next := *in
+	next.msg = &m
+	return nil, &next
+}
+
 // forwarder is what an era's forward needs of the gateway. NewGateway sets
 // its fields, and they never change; what they refer to is safe for
 // concurrent use.
@@ -111,6 +154,17 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opDiscover:
 		result = g.offer.discover(ctx, v)
 	case opList:
+		if info.kind == kindTool && g.searches(s.who) {
+			var found []json.RawMessage
+			listed := g.currentCatalog().listsFor(v)[kindTool].byName
+			for _, name := range s.foundTools() {
+				if it := listed[name]; it != nil && name != findToolsName && name != callToolName { // still in the view
+					found = append(found, it.raw)
+				}
+			}
+			result, err = searchToolsPage(msg.Params, in.rules.ownMeta(), found...)
+			break
+		}
 		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
 		if page, ok := result.(json.RawMessage); ok && err == nil && info.kind == kindResource {
 			result = withStatusItem(page, msg.Params) // corral's own, which every view sees
@@ -122,6 +176,16 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		// Each way out writes the request's audit line (audit.go): here its
 		// outcome is known.
 		start := g.audit.clock()
+		if msg.Method == "tools/call" && g.searches(s.who) {
+			// find_tools is answered here; call_tool goes on as the
+			// tools/call it stands for, with what every call gets.
+			r, call := g.searchCall(ctx, s, v, in)
+			if r != nil {
+				g.audit.call(ctx, start, s, in, nil, nil, r)
+				return r
+			}
+			in, msg = call, call.msg
+		}
 		routed, params, token, werr := g.route(ctx, v, msg)
 		var b *backend
 		if werr == nil {

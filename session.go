@@ -46,6 +46,7 @@ type session struct {
 	gone            chan struct{}                      // closed when ended, if made (see goneChan)
 	unsentCount     int                                // answers of its calls waiting to be written to the client
 	unsentBytes     int64                              // their bytes
+	found           []string                           // in search mode, the tools find_tools found, oldest first (search.go)
 }
 
 // makeSession returns a session of who's that sends what the client did not
@@ -61,6 +62,32 @@ func (s *session) send(msg []byte) {
 	if s.notify != nil {
 		s.notify(msg)
 	}
+}
+
+// addFound adds the names of tools find_tools found to those the session's
+// tools/list shows in search mode, keeping the last max of them, and
+// reports whether any was new.
+func (s *session) addFound(names []string, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	added := false
+	for _, n := range names {
+		if !slices.Contains(s.found, n) {
+			s.found = append(s.found, n)
+			added = true
+		}
+	}
+	if len(s.found) > max {
+		s.found = slices.Delete(s.found, 0, len(s.found)-max)
+	}
+	return added
+}
+
+// foundTools returns the names addFound keeps, oldest first.
+func (s *session) foundTools() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.found)
 }
 
 // wasCancelled reports whether the client cancelled its request key.

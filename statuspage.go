@@ -178,6 +178,16 @@ type statusView struct {
 	Servers       []serverView
 	Windows       []int // minutes
 	Clients       []clientView
+	// Costs are the servers' tool definitions, largest first: what
+	// listing every tool costs a client's context.
+	Costs []costView
+}
+
+// costView is one server's row of the tool definitions' costs.
+type costView struct {
+	Server       string
+	Tools, Bytes int
+	Tokens       int // estimated as bytes/4
 }
 
 // clientView is one client's row: its sessions, calls and recent refusals.
@@ -212,6 +222,16 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 			cv.Recent = append(cv.Recent, r.Time.UTC().Format("15:04:05")+" "+r.Reason+" "+r.What)
 		}
 		v.Clients = append(v.Clients, cv)
+	}
+	var costs []toolCost
+	for _, s := range st.Servers {
+		if s.ToolCost.Tools > 0 {
+			costs = append(costs, s.ToolCost)
+		}
+	}
+	largestFirst(costs)
+	for _, c := range costs {
+		v.Costs = append(v.Costs, costView{Server: c.Server, Tools: c.Tools, Bytes: c.Bytes, Tokens: c.Bytes / 4})
 	}
 	for _, s := range st.Servers {
 		switch s.State {
@@ -306,7 +326,24 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 </tr>
 {{end}}</tbody>
 </table>
-{{with .Clients}}<section id="clients">
+{{with .Costs}}<section id="tool-definitions">
+<h2>tool definitions, largest first</h2>
+<p class="meta">what listing every tool costs a client's context: bytes of JSON, tokens estimated as bytes/4</p>
+<table>
+<thead>
+<tr><th>server</th><th>tools</th><th>bytes</th><th>tokens</th></tr>
+</thead>
+<tbody>
+{{range .}}<tr data-tool-cost="{{.Server}}">
+<td>{{.Server}}</td>
+<td class="tools">{{.Tools}}</td>
+<td class="bytes">{{.Bytes}}</td>
+<td>{{.Tokens}}</td>
+</tr>
+{{end}}</tbody>
+</table>
+</section>
+{{end}}{{with .Clients}}<section id="clients">
 <h2>clients</h2>
 <table>
 <thead>

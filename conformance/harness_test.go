@@ -183,6 +183,7 @@ type clientSpec struct {
 type profileSpec struct {
 	name    string
 	servers []templateProfileServer
+	search  bool // its clients list tools in search mode (setting "searchMode")
 }
 
 // templateClient is a named client as config templates see it.
@@ -200,6 +201,7 @@ type templateClient struct {
 type templateProfile struct {
 	Name    string
 	Servers []templateProfileServer
+	Search  bool // its clients list find_tools and call_tool instead of every tool (setting "searchMode")
 }
 
 // templateProfileServer is a server a profile shows, and which of its tools
@@ -420,6 +422,11 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if len(opts.profiles) > 0 && !adapter.has("profiles") {
 		skip(t, "the adapter has no profiles setting (what each named client sees)")
 	}
+	for _, p := range opts.profiles {
+		if p.search && !adapter.has("searchMode") {
+			skip(t, "the adapter has no searchMode setting (a profile whose clients list find_tools(query, limit) and call_tool(name, arguments) instead of every tool)")
+		}
+	}
 	if opts.audit && !adapter.has("audit") {
 		skip(t, "the adapter has no audit setting (a JSON line per call)")
 	}
@@ -459,7 +466,7 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		data.Clients = append(data.Clients, templateClient{Name: c.name, Token: token, TokenFile: file, Profile: c.profile, Env: c.env})
 	}
 	for _, p := range opts.profiles {
-		data.Profiles = append(data.Profiles, templateProfile{Name: p.name, Servers: p.servers})
+		data.Profiles = append(data.Profiles, templateProfile{Name: p.name, Servers: p.servers, Search: p.search})
 	}
 	if opts.audit {
 		g.audit = filepath.Join(caseDir, "audit.jsonl")

@@ -1,0 +1,564 @@
+package main
+
+// Search mode (docs/config.md, "Search mode"): a client whose toolMode is
+// "search" lists two tools of corral's own instead of every tool of its
+// view: find_tools, which ranks the tools of the view against a query and
+// answers the best with their whole definitions, and call_tool, which calls
+// one of them. call_tool is a tools/call of the tool it names: the route
+// (Gateway.serve) rewrites it into one before anything else sees it, so the
+// view, the client's limits, the audit trail and tasks treat it as that
+// call. The ranking is BM25 over a tool's name, title, description, and its
+// parameters' names and descriptions, with the server's name as a field of
+// its own; it is lexical, deterministic, and needs no model and no network.
+// A tool outside the view is not in its index: it cannot be found, and a
+// call_tool naming it is answered as an unknown tool is.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The tools of search mode, and the bounds of find_tools' arguments.
+const (
+	findToolsName = "find_tools"
+	callToolName  = "call_tool"
+	// maxQueryBytes bounds find_tools' query: what a tool should do, in a
+	// few words, needs far less.
+	maxQueryBytes = 1024
+	// maxFindLimit bounds find_tools' limit: past a few dozen definitions
+	// the answer costs the context search mode is there to save.
+	maxFindLimit     = 50
+	defaultFindLimit = 5
+)
+
+// searchTools is what a client in search mode lists: find_tools and
+// call_tool, as JSON objects of tools/list.
+var searchTools = []json.RawMessage{
+	json.RawMessage(`{"name":"find_tools","title":"Find tools","description":"Search the tools of every server behind this gateway by what you want to do, and get the best matches with their full definitions (name, description, input schema). Then call one with call_tool.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, in a few words: \"read the last lines of a log file\"."},"limit":{"type":"integer","minimum":1,"maximum":50,"description":"How many tools to return, best first (default 5)."}},"required":["query"]}}`),
+	json.RawMessage(`{"name":"call_tool","title":"Call a tool","description":"Call a tool that find_tools returned, by its name, with arguments that follow its input schema.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as find_tools gave it."},"arguments":{"type":"object","description":"The tool's arguments."}},"required":["name"]}}`),
+}
+
+// maxFoundListed bounds the tools find_tools found that a session's
+// tools/list shows after search mode's own: the last found.
+const maxFoundListed = maxFindLimit
+
+// searchToolsPage returns the result of tools/list in search mode: the
+// tools of searchTools, then found (the tools find_tools found for the
+// session, as tools/list would list them), in one page, with meta as its
+// _meta if not nil. params is checked as a list request's are; a cursor is
+// refused, since the one page has none to give.
+func searchToolsPage(params, meta json.RawMessage, found ...json.RawMessage) (json.RawMessage, error) {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid params: " + err.Error()}
+		}
+	}
+	if p.Cursor != nil && *p.Cursor != "" {
+		return nil, &wireError{Code: codeInvalidParams, Message: "tools/list: invalid cursor (search mode lists its tools in one page)"}
+	}
+	out := []byte(`{"tools":[`)
+	for i, t := range slices.Concat(searchTools, found) {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, t...)
+	}
+	out = append(out, ']')
+	if meta != nil {
+		out = append(out, `,"_meta":`...)
+		out = append(out, meta...)
+	}
+	return append(out, '}'), nil
+}
+
+// searchArgs is a tools/call of a search-mode tool, read: the tool's name
+// and its arguments' members.
+type searchArgs struct {
+	name string
+	args map[string]json.RawMessage
+}
+
+// readSearchCall reads the params of a tools/call: its name, and, for
+// find_tools and call_tool, its arguments. ok is false when the call names
+// another tool. The error, a -32602 one, says which argument is wrong and
+// how.
+func readSearchCall(params json.RawMessage) (c searchArgs, ok bool, err *wireError) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(params, &p) != nil || (p.Name != findToolsName && p.Name != callToolName) {
+		return c, false, nil // the route says what is wrong with it, as it does of any call
+	}
+	c.name = p.Name
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if json.Unmarshal(p.Arguments, &c.args) != nil || c.args == nil {
+			return c, true, searchError(c.name, "arguments must be an object, as its inputSchema says")
+		}
+	}
+	return c, true, nil
+}
+
+// searchError returns the -32602 error of a call of search-mode tool tool
+// whose arguments are wrong.
+func searchError(tool, format string, a ...any) *wireError {
+	return &wireError{Code: codeInvalidParams, Message: tool + ": " + fmt.Sprintf(format, a...)}
+}
+
+// findQuery reads find_tools' arguments: the query, and the limit (default
+// defaultFindLimit). Each is checked before any work is done on it: a query
+// longer than maxQueryBytes is refused unread.
+func findQuery(args map[string]json.RawMessage) (query string, limit int, werr *wireError) {
+	raw, ok := args["query"]
+	if !ok {
+		return "", 0, searchError(findToolsName, `"query" is missing; say what you want to do in a few words: {"query": "read the last lines of a log file"}`)
+	}
+	if len(raw) > 6*maxQueryBytes+2 { // even all escapes would be too long
+		return "", 0, searchError(findToolsName, `"query" is %d bytes of JSON; at most %d bytes: say what you want to do in a few words`, len(raw), maxQueryBytes)
+	}
+	if json.Unmarshal(raw, &query) != nil {
+		return "", 0, searchError(findToolsName, `"query" must be a string, not %s`, jsonKind(raw))
+	}
+	if len(query) > maxQueryBytes {
+		return "", 0, searchError(findToolsName, `"query" is %d bytes; at most %d: say what you want to do in a few words`, len(query), maxQueryBytes)
+	}
+	limit = defaultFindLimit
+	if raw, ok := args["limit"]; ok && string(raw) != "null" {
+		var f float64
+		if json.Unmarshal(raw, &f) != nil || f != math.Trunc(f) {
+			return "", 0, searchError(findToolsName, `"limit" must be a whole number from 1 to %d, not %s`, maxFindLimit, raw)
+		}
+		if f < 1 || f > maxFindLimit {
+			return "", 0, searchError(findToolsName, `"limit" is %s; want 1 to %d`, raw, maxFindLimit)
+		}
+		limit = int(f)
+	}
+	if len(searchTerms(query, nil)) == 0 {
+		return "", 0, searchError(findToolsName, `"query" %q has no word to search for; say what you want to do: "read the last lines of a log file"`, query)
+	}
+	return query, limit, nil
+}
+
+// findResult returns the result of find_tools: a text content item holding
+// {"tools": [...]}, the definitions of the tools found, best first, as
+// tools/list would list them (their names the ones to call).
+func findResult(found []*catalogItem) json.RawMessage {
+	body := []byte(`{"tools":[`)
+	for i, it := range found {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, it.raw...)
+	}
+	body = append(body, "]}"...)
+	text, _ := json.Marshal(string(body))
+	out := []byte(`{"content":[{"type":"text","text":`)
+	out = append(out, text...)
+	return append(out, "}]}"...)
+}
+
+// callToolParams returns the params of the tools/call that call_tool's
+// params (with its arguments args, read) stand for: the same members (its
+// _meta and task, if any), with the name and the arguments call_tool names.
+func callToolParams(params json.RawMessage, args map[string]json.RawMessage) (json.RawMessage, *wireError) {
+	var name string
+	if raw, ok := args["name"]; !ok || json.Unmarshal(raw, &name) != nil || name == "" {
+		return nil, searchError(callToolName, `"name" must be the name of a tool find_tools gave, a string, not %s`, jsonKind(args["name"]))
+	}
+	inner := json.RawMessage(`{}`)
+	if raw, ok := args["arguments"]; ok && string(raw) != "null" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil || obj == nil {
+			return nil, searchError(callToolName, `"arguments" must be an object of the arguments of tool %q, not %s`, name, jsonKind(raw))
+		}
+		inner = raw
+	}
+	var fields map[string]json.RawMessage
+	json.Unmarshal(params, &fields) // readSearchCall read it
+	fields["name"], _ = json.Marshal(name)
+	fields["arguments"] = inner
+	out, _ := json.Marshal(fields)
+	return out, nil
+}
+
+// toolSearch keeps the search index of each view of the catalog in force,
+// built the first time a client of the view searches and dropped when the
+// catalog changes. It is safe for concurrent use.
+type toolSearch struct {
+	mu    sync.Mutex
+	cat   *catalog             // the catalog the indexes are of
+	index map[*view]*toolIndex // by view; a nil view's is that of every tool
+}
+
+// find returns the tools of catalog cat that view v sees which match query
+// best, at most limit, best first.
+func (s *toolSearch) find(cat *catalog, v *view, query string, limit int) []*catalogItem {
+	return s.indexOf(cat, v).search(query, limit)
+}
+
+// indexOf returns the index of the tools of cat that v sees, building it if
+// it must. Building happens under the lock: two clients of one view that
+// search at once build it once.
+func (s *toolSearch) indexOf(cat *catalog, v *view) *toolIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cat != cat {
+		s.cat, s.index = cat, map[*view]*toolIndex{}
+	}
+	x := s.index[v]
+	if x == nil {
+		x = newToolIndex(itemPointers(&cat.listsFor(v)[kindTool]))
+		s.index[v] = x
+	}
+	return x
+}
+
+// itemPointers returns pointers to the items of l, in order.
+func itemPointers(l *catalogList) []*catalogItem {
+	ptrs := make([]*catalogItem, len(l.items))
+	for i := range l.items {
+		ptrs[i] = &l.items[i]
+	}
+	return ptrs
+}
+
+// The fields of a tool that its index holds, and their weights: a word of
+// its name says more of what it does than a word of a parameter's
+// description.
+const (
+	fieldName = iota
+	fieldTitle
+	fieldDesc
+	fieldParam
+	fieldParamDesc
+	fieldServer
+	numFields
+)
+
+var fieldWeights = [numFields]float64{
+	fieldName:      3,
+	fieldTitle:     2,
+	fieldDesc:      1,
+	fieldParam:     1,
+	fieldParamDesc: 0.5,
+	fieldServer:    1,
+}
+
+// BM25's parameters, at their usual values: k1 saturates a term's
+// frequency, b weighs a field's length against the mean of its kind.
+const (
+	bm25K1 = 1.2
+	bm25B  = 0.75
+)
+
+// toolIndex is a BM25F index of a list of tools (Robertson, Zaragoza and
+// Taylor, 2004): a term's frequency in each field is normalised by the
+// field's length against that field's mean length over the tools, weighed
+// by the field's weight, and summed, before BM25 saturates it, so that a
+// long description neither drowns a tool's name nor wins on length alone.
+// It is never changed once built, and safe for concurrent use.
+type toolIndex struct {
+	items []*catalogItem
+	terms map[string][]posting
+}
+
+// posting is a term's normalised, weighed frequency in one tool.
+type posting struct {
+	doc int32
+	tf  float32
+}
+
+// newToolIndex indexes items.
+func newToolIndex(items []*catalogItem) *toolIndex {
+	x := &toolIndex{items: items, terms: map[string][]posting{}}
+	fields := make([][numFields][]string, len(items))
+	var avg [numFields]float64
+	for i, it := range items {
+		var t struct {
+			Name        string `json:"name"`
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			Annotations struct {
+				Title string `json:"title"`
+			} `json:"annotations"`
+			InputSchema struct {
+				Properties map[string]struct {
+					Title       string `json:"title"`
+					Description string `json:"description"`
+				} `json:"properties"`
+			} `json:"inputSchema"`
+		}
+		json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
+		f := &fields[i]
+		f[fieldName] = searchTerms(it.name, nil)
+		f[fieldTitle] = searchTerms(t.Title, nil)
+		if t.Annotations.Title != t.Title {
+			f[fieldTitle] = searchTerms(t.Annotations.Title, f[fieldTitle])
+		}
+		f[fieldDesc] = searchTerms(t.Description, nil)
+		for _, name := range slices.Sorted(maps.Keys(t.InputSchema.Properties)) {
+			p := t.InputSchema.Properties[name]
+			f[fieldParam] = searchTerms(name, f[fieldParam])
+			f[fieldParamDesc] = searchTerms(p.Title+" "+p.Description, f[fieldParamDesc])
+		}
+		f[fieldServer] = searchTerms(it.backend.name, nil)
+		for k := range numFields {
+			avg[k] += float64(len(f[k]))
+		}
+	}
+	for k := range numFields {
+		avg[k] /= float64(max(len(items), 1))
+	}
+	for i := range items {
+		tf := map[string]float64{}
+		for k, words := range fields[i] {
+			if len(words) == 0 {
+				continue
+			}
+			norm := fieldWeights[k] / (1 - bm25B + bm25B*float64(len(words))/avg[k])
+			for _, w := range words {
+				tf[w] += norm
+			}
+		}
+		for _, term := range slices.Sorted(maps.Keys(tf)) {
+			x.terms[term] = append(x.terms[term], posting{int32(i), float32(tf[term])})
+		}
+	}
+	return x
+}
+
+// search returns the tools that match query best, at most limit, best
+// first; tools of equal score come in the order of their names. A tool
+// that shares no term with the query is not returned. Its work is bounded
+// by the query's terms (searchTerms) times the tools that hold each.
+func (x *toolIndex) search(query string, limit int) []*catalogItem {
+	if len(x.items) == 0 {
+		return nil
+	}
+	scores := make([]float64, len(x.items))
+	n := float64(len(x.items))
+	for _, q := range withSynonyms(searchTerms(query, nil)) {
+		term := q.term
+		ps := x.terms[term]
+		if len(ps) == 0 {
+			continue
+		}
+		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
+		for _, p := range ps {
+			tf := float64(p.tf)
+			scores[p.doc] += q.weight * idf * tf * (bm25K1 + 1) / (tf + bm25K1)
+		}
+	}
+	// The best limit tools, best first, kept by insertion: most tools
+	// score below the last of them and cost a comparison.
+	before := func(a, b int) bool { // whether tool a ranks before tool b
+		if scores[a] != scores[b] {
+			return scores[a] > scores[b]
+		}
+		return x.items[a].name < x.items[b].name
+	}
+	best := make([]int, 0, limit+1)
+	for i, sc := range scores {
+		if sc <= 0 || len(best) == limit && !before(i, best[limit-1]) {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(best, i, func(e, t int) int {
+			if before(e, t) {
+				return -1
+			}
+			return 1
+		})
+		best = slices.Insert(best, at, i)
+		if len(best) > limit {
+			best = best[:limit]
+		}
+	}
+	out := make([]*catalogItem, len(best))
+	for j, i := range best {
+		out[j] = x.items[i]
+	}
+	return out
+}
+
+// queryTerm is a term of a query, and its weight: 1 for a word of the
+// query, synonymWeight for a synonym of one (synonyms).
+type queryTerm struct {
+	term   string
+	weight float64
+}
+
+// synonymWeight is the weight of a term a query gets from synonyms: a tool
+// that uses the query's own word ranks above one that uses a synonym.
+const synonymWeight = 0.5
+
+// synonyms are groups of words that tools and their users use for one
+// thing: a word of a query brings in the others of its group. The list is
+// short and of general software vocabulary: words of one language for the
+// same operation, not knowledge of any server's tools.
+var synonyms = [][]string{
+	{"directory", "folder", "dir"},
+	{"create", "make", "new"},
+	{"delete", "remove", "erase"},
+	{"edit", "modify"},
+	{"search", "find", "lookup", "locate"},
+	{"show", "display", "view"},
+	{"run", "execute", "exec", "launch"},
+	{"undo", "revert", "reset", "rollback"},
+	{"move", "rename"},
+	{"image", "picture", "photo"},
+	{"javascript", "js"},
+	{"repository", "repo"},
+	{"terminal", "shell"},
+	{"kill", "terminate"},
+	{"website", "site", "webpage"},
+	{"screenshot", "capture"},
+}
+
+// withSynonyms returns terms, each once, with their synonyms after them.
+func withSynonyms(terms []string) []queryTerm {
+	seen := map[string]bool{}
+	var out []queryTerm
+	for _, t := range terms {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, queryTerm{t, 1})
+		}
+	}
+	for _, q := range slices.Clone(out) {
+		t := q.term
+		for _, group := range synonyms {
+			if !slices.ContainsFunc(group, func(w string) bool { return stem(w) == t }) {
+				continue
+			}
+			for _, w := range group {
+				if w = stem(w); !seen[w] {
+					seen[w] = true
+					out = append(out, queryTerm{w, synonymWeight})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// maxQueryTerms bounds the terms searchTerms takes of one text: a query is
+// at most maxQueryBytes, and a tool's description past this many words adds
+// nothing a ranking needs.
+const maxQueryTerms = 4096
+
+// searchTerms appends to out the terms of text, in order: its words split
+// at anything that is not a letter or a digit, at a change of case from
+// lower to upper ("readFile": read, file), before the last capital of a
+// run of them ("HTTPServer": http, server), and between letters and
+// digits; a word so split is also a term whole ("JavaScript": java,
+// script, javascript). Each is folded to lower case and stemmed lightly
+// (stem); the commonest English words (stopWords) are left out.
+func searchTerms(text string, out []string) []string {
+	start, run, parts := -1, -1, 0
+	var prev rune
+	add := func(w string) {
+		if w = strings.ToLower(w); len(out) < maxQueryTerms && !stopWords[w] {
+			out = append(out, stem(w))
+		}
+	}
+	part := func(end int) {
+		if start >= 0 {
+			add(text[start:end])
+			parts++
+		}
+		start = -1
+	}
+	word := func(end int) {
+		part(end)
+		if parts > 1 {
+			add(text[run:end])
+		}
+		run, parts = -1, 0
+	}
+	for i, r := range text {
+		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case !alnum:
+			word(i)
+		case start < 0:
+			start = i
+			if run < 0 {
+				run = i
+			}
+		case unicode.IsUpper(r) && unicode.IsLower(prev),
+			unicode.IsDigit(r) != unicode.IsDigit(prev):
+			part(i)
+			start = i
+		case unicode.IsLower(r) && unicode.IsUpper(prev) && i-utf8.RuneLen(prev) > start:
+			part(i - utf8.RuneLen(prev))
+			start = i - utf8.RuneLen(prev)
+		}
+		prev = r
+		if !alnum {
+			prev = 0
+		}
+	}
+	word(len(text))
+	return out
+}
+
+// stopWords are words too common in tools' descriptions and in requests to
+// tell tools apart: Lucene's English stop words, with pronouns, question
+// words and "please".
+var stopWords = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "but": true,
+	"by": true, "for": true, "if": true, "in": true, "into": true, "is": true, "it": true, "no": true,
+	"not": true, "of": true, "on": true, "or": true, "such": true, "that": true, "the": true, "their": true,
+	"then": true, "there": true, "these": true, "they": true, "this": true, "to": true, "was": true, "will": true,
+	"with": true, "i": true, "me": true, "my": true, "we": true, "our": true, "you": true, "your": true,
+	"its": true, "what": true, "which": true, "who": true, "how": true, "when": true, "where": true, "why": true,
+	"do": true, "does": true, "can": true, "please": true, "from": true,
+}
+
+// stem strips the commonest English inflections from a lower-case word, so
+// that "files" finds "file", "listing" finds "list" and "deleted" finds
+// "delete": a light stemmer in the manner of Harman's "S" stemmer (1991),
+// with -ing and -ed, and a final -e dropped so that "create", "creates",
+// "created" and "creating" all become "creat". It leaves stems of at least
+// three letters.
+func stem(w string) string {
+	switch {
+	case len(w) > 4 && strings.HasSuffix(w, "ies"):
+		w = w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "sses"), strings.HasSuffix(w, "shes"), strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "xes"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "ss"), strings.HasSuffix(w, "us"), strings.HasSuffix(w, "is"):
+	case len(w) > 3 && strings.HasSuffix(w, "s"):
+		w = w[:len(w)-1]
+	}
+	switch {
+	case len(w) >= 6 && strings.HasSuffix(w, "ing"):
+		w = undouble(w[:len(w)-3])
+	case len(w) >= 5 && strings.HasSuffix(w, "ed"):
+		w = undouble(w[:len(w)-2])
+	}
+	if len(w) > 3 && strings.HasSuffix(w, "e") {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+// undouble drops the last letter of a stem that ends in a doubled
+// consonant ("runn" of "running"), but not of one in "ll", "ss" or "zz".
+func undouble(w string) string {
+	n := len(w)
+	if n >= 2 && w[n-1] == w[n-2] && !strings.ContainsRune("aeioulsz", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
