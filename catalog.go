@@ -20,9 +20,52 @@ const uriSeparator = "+"
 // qualifier q offers as name.
 func qualify(k kind, q, name string) string {
 	if k == kindResource || k == kindTemplate {
+		if rest, ok := cutUIScheme(name); ok {
+			// An MCP App's resource stays a ui:// URI a host renders:
+			// "ui://fs+weather/view" is the server's "ui://weather/view".
+			return uiScheme + q + uriSeparator + rest
+		}
 		return q + uriSeparator + name
 	}
 	return q + toolSeparator + name
+}
+
+// uiScheme begins the URIs of MCP Apps' resources (io.modelcontextprotocol/ui).
+const uiScheme = "ui://"
+
+// cutUIScheme returns uri without its "ui://", and whether it had one.
+func cutUIScheme(uri string) (string, bool) {
+	if len(uri) >= len(uiScheme) && strings.EqualFold(uri[:len(uiScheme)], uiScheme) {
+		return uri[len(uiScheme):], true
+	}
+	return uri, false
+}
+
+// unqualify returns the name that server qualifier q offers as name, a
+// name of kind k as clients see it, if name is qualify(k, q, orig).
+func unqualify(k kind, q, name string) (string, bool) {
+	if k == kindResource || k == kindTemplate {
+		if rest, ok := cutUIScheme(name); ok {
+			if orig, ok := strings.CutPrefix(rest, q+uriSeparator); ok && orig != "" {
+				return uiScheme + orig, true
+			}
+			return "", false
+		}
+		orig, ok := strings.CutPrefix(name, q+uriSeparator)
+		return orig, ok && orig != ""
+	}
+	orig, ok := strings.CutPrefix(name, q+toolSeparator)
+	return orig, ok && orig != ""
+}
+
+// unUI returns name, of kind k, without the "ui://" of a resource's URI:
+// the part a qualifier begins, for namespaces.
+func unUI(k kind, name string) string {
+	if k == kindResource || k == kindTemplate {
+		rest, _ := cutUIScheme(name)
+		return rest
+	}
+	return name
 }
 
 // catalog is what clients see of every server's lists. It is immutable once
@@ -32,6 +75,9 @@ type catalog struct {
 	// resourceNames are the names clients see of the resources in the
 	// list, by server and the server's own URI (see clientURI).
 	resourceNames map[subKey]string
+	// overrideProblems are the parts of servers' toolOverrides that their
+	// tools/list does not fit, which are not applied (overrides.go).
+	overrideProblems []overrideProblem
 
 	mu    sync.Mutex                       // guards views, a leaf
 	views map[*view]*[numKinds]catalogList // the lists of each view that asked, built once
@@ -89,6 +135,9 @@ type catalogItem struct {
 	backend *backend        // never nil
 	raw     json.RawMessage // the object, renamed when name != orig
 	src     json.RawMessage // the object as the server sent it
+	// fixed are the arguments corral sets on a call of the tool, from its
+	// server's toolOverrides; nil for most.
+	fixed map[string]json.RawMessage
 }
 
 func (c *catalog) lookup(k kind, name string) *catalogItem {
@@ -130,6 +179,11 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 	for _, it := range cat.lists[kindResource].items {
 		cat.resourceNames[subKey{it.backend.name, it.orig}] = it.name
 	}
+	for _, b := range backends {
+		_, p := overrideTools(b.name, b.cfg.ToolOverrides, b.items(kindTool))
+		cat.overrideProblems = append(cat.overrideProblems, p...)
+	}
+	cat.rewriteUIRefs(backends)
 	return cat, collisions
 }
 
@@ -138,9 +192,10 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 // prefixes nest ("a__" holds "a__b__"), the longer one's holds it.
 func namespace(backends []*backend, k kind, name string) string {
 	owner := ""
+	name = unUI(k, name)
 	for _, b := range backends {
 		p := b.cfg.Prefix
-		if p != "" && len(p) > len(owner) && strings.HasPrefix(name, qualify(k, p, "")) {
+		if p != "" && len(p) > len(owner) && strings.HasPrefix(name, unUI(k, qualify(k, p, ""))) {
 			owner = p
 		}
 	}
@@ -170,6 +225,7 @@ func (ns namespaces) of(k kind, name string) string {
 	sep := toolSeparator
 	if k == kindResource || k == kindTemplate {
 		sep = uriSeparator
+		name = unUI(k, name)
 	}
 	owner := ""
 	for i := 1; i+len(sep) <= len(name); i++ {
@@ -184,37 +240,62 @@ func (ns namespaces) of(k kind, name string) string {
 // is the same list of a catalog built before, whose renamed objects it reuses.
 func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string) {
 	type entry struct {
-		b    *backend
-		it   backendItem
-		name string
+		b     *backend
+		it    backendItem
+		name  string
+		base  string          // the name before any qualifier: the server's, or its override's
+		obj   json.RawMessage // the object named base
+		fixed map[string]json.RawMessage
 	}
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	var collisions []string
 	var entries []entry
 	owners := map[string][]string{} // plain name -> servers offering it without a prefix
 	for _, b := range backends {
-		for _, it := range b.items(k) {
+		items := b.items(k)
+		var over []overriddenTool
+		if k == kindTool {
+			over, _ = overrideTools(b.name, b.cfg.ToolOverrides, items) // problems: rebuildFrom's
+		}
+		for i, it := range items {
 			if k == kindTool && !b.cfg.Tools.allows(it.name) {
 				continue
 			}
-			name := it.name
+			e := entry{b: b, it: it, base: it.name, obj: it.raw}
+			if over != nil {
+				if over[i].hidden {
+					continue
+				}
+				e.base, e.obj, e.fixed = over[i].name, over[i].raw, over[i].fixed
+			}
+			e.name = e.base
 			switch {
 			case b.cfg.Prefix != "":
-				name = qualify(k, b.cfg.Prefix, it.name)
-			case ns.of(k, name) != "":
-				name = qualify(k, b.name, it.name)
-				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, it.name, ns.of(k, it.name), name))
+				e.name = qualify(k, b.cfg.Prefix, e.base)
+			case b.cfg.NoPrefix:
+				owners[e.name] = append(owners[e.name], b.name)
+			case ns.of(k, e.name) != "":
+				e.name = qualify(k, b.name, e.base)
+				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, e.base, ns.of(k, e.base), e.name))
 			default:
-				owners[name] = append(owners[name], b.name)
+				owners[e.name] = append(owners[e.name], b.name)
 			}
-			entries = append(entries, entry{b, it, name})
+			entries = append(entries, e)
 		}
+	}
+	noPrefix := map[string]bool{}
+	for _, b := range backends {
+		noPrefix[b.name] = b.cfg.NoPrefix
 	}
 	for name, servers := range owners {
 		if len(servers) > 1 {
 			var qualified []string
 			for _, s := range servers {
-				qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+				if noPrefix[s] {
+					qualified = append(qualified, fmt.Sprintf("%q (server %q, whose prefix is false)", name, s))
+				} else {
+					qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+				}
 			}
 			collisions = append(collisions, fmt.Sprintf("servers %q all offer %s %q; it is offered as %s", servers, what, name, strings.Join(qualified, ", ")))
 		}
@@ -222,8 +303,8 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 	sort.Strings(collisions)
 	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
 	for _, e := range entries {
-		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
-			e.name = qualify(k, e.b.name, e.it.name)
+		if e.b.cfg.Prefix == "" && !e.b.cfg.NoPrefix && len(owners[e.name]) > 1 {
+			e.name = qualify(k, e.b.name, e.base)
 		}
 		if p := ns.of(k, e.name); p != e.b.cfg.Prefix {
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: %q is in the namespace of prefix %q, which only that prefix's server may use", what, e.it.name, e.b.name, e.name, p))
@@ -233,14 +314,14 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: the name is taken", what, e.name, e.b.name))
 			continue
 		}
-		raw := e.it.raw
-		if e.name != e.it.name {
+		raw := e.obj
+		if e.name != e.base {
 			raw = renamed(prev, e.b, e.it, e.name)
 			if raw == nil {
-				raw = rename(e.it.raw, kinds[k].key, e.name)
+				raw = rename(e.obj, kinds[k].key, e.name)
 			}
 		}
-		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw})
+		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw, fixed: e.fixed})
 		l.byName[e.name] = nil
 	}
 	sort.Slice(l.items, func(i, j int) bool { return l.items[i].name < l.items[j].name })
@@ -374,8 +455,15 @@ func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend,
 		}
 	}
 	if best != nil {
-		// The visible template is the server's, maybe with "q+" before it.
-		return best.backend, uri[len(best.name)-len(best.orig):]
+		// The visible template is the server's, maybe qualified.
+		if best.name == best.orig {
+			return best.backend, uri
+		}
+		q := cmpOr(best.backend.cfg.Prefix, best.backend.name)
+		if orig, ok := unqualify(kindResource, q, uri); ok {
+			return best.backend, orig
+		}
+		return nil, ""
 	}
 	var offering []*backend
 	for _, b := range backends {
@@ -386,7 +474,7 @@ func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend,
 		if q == "" {
 			q = b.name
 		}
-		if rest, ok := strings.CutPrefix(uri, q+uriSeparator); ok && rest != "" && (ns == "" || b.cfg.Prefix == ns) {
+		if rest, ok := unqualify(kindResource, q, uri); ok && (ns == "" || b.cfg.Prefix == ns) {
 			return b, rest
 		}
 		if b.capabilities().has(kindResource) {

@@ -275,3 +275,27 @@ func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
 		return names, true
 	}
 }
+
+// cachedTools returns the tools server s of cfg listed when it last ran,
+// as its catalog cache file holds them, and whether there is one: what
+// -check checks toolOverrides against, since it runs no server.
+func cachedTools(cfg *Config) func(server string) ([]backendItem, bool) {
+	dir, err := cfg.catalogCacheDir()
+	return func(server string) ([]backendItem, bool) {
+		s := cfg.MCPServers[server]
+		if err != nil || s == nil {
+			return nil, false
+		}
+		cc, err := newCatalogCache(dir, cfg, s).load()
+		if err != nil {
+			return nil, false
+		}
+		var items []backendItem
+		for _, raw := range cc.Lists[kinds[kindTool].field] {
+			if name, err := itemName(kindTool, raw); err == nil {
+				items = append(items, backendItem{name: name, raw: raw})
+			}
+		}
+		return items, true
+	}
+}

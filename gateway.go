@@ -76,8 +76,9 @@ type Gateway struct {
 	// last told of changes in: the next rebuild tells each session what
 	// changed from its view then to its view now.
 	catAcc *access
-	// collisions, under catMu, are the name collisions logged, so that each
-	// is logged once, when it appears, not at every rebuild while it lasts.
+	// collisions, under catMu, are the name collisions and the override
+	// problems logged, so that each is logged once, when it appears, not
+	// at every rebuild while it lasts.
 	collisions map[string]bool
 
 	mu     sync.Mutex // guards the fields below, and cfg and backends
@@ -365,8 +366,9 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Lazy              bool
 		Start, Stop, Kill Duration
 		MaxLine           int64
+		NoPrefix          bool
 	}{own, cfg.maxInFlight(s), cfg.supervision(s), cfg.limits(s), cfg.sandbox(s), s.isLazy(),
-		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, s.NoPrefix})
 	return string(b)
 }
 
@@ -526,6 +528,13 @@ func (g *Gateway) rebuildCatalog() {
 				g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
 			}
 			logged[c] = true
+		}
+		for _, p := range cat.overrideProblems {
+			key := p.String()
+			if !g.collisions[key] {
+				g.log.Warn("tool override not applied: "+p.msg, "server", p.server, "tool", p.tool, "field", p.field, "fix", p.fix)
+			}
+			logged[key] = true
 		}
 		g.collisions = logged // one that ends and comes back is logged again
 	} else if oldAcc == acc {

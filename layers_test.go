@@ -84,6 +84,7 @@ var layerTable = []layer{
 		"router.go: the route of a request",
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",
+		"overrides.go: a server's tools as its toolOverrides make them, checked against its tools/list",
 		"jsonroute.go: a client's message read for its route",
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",
@@ -138,6 +139,7 @@ var layerTable = []layer{
 	}},
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
+		"configoverrides.go: toolOverrides, pin and \"prefix\": false, as the config alone can check them",
 		"configparse.go: parsing and validation",
 		"clients.go: named clients, their tokens, and the profiles of what each sees",
 		"configcheck.go: what -check prints",

@@ -250,6 +250,7 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(cfg.resolved())
 	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
+	inv.stdout.Write(overridesReport(cfg, cachedTools(cfg)))
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {
