@@ -155,14 +155,18 @@ func (c *catalog) lookup(k kind, name string) *catalogItem {
 // filter leaves out are not in the catalog. It returns the collisions, for
 // the log.
 func buildCatalog(backends []*backend) (*catalog, []string) {
-	return rebuildFrom(nil, backends)
+	return rebuildFrom(nil, backends, nil)
 }
 
 // rebuildFrom is buildCatalog where old, if not nil, is a catalog built
 // before: an item renamed in old whose server sent the same object again
 // keeps old's renamed object, so that a rebuild costs the work of what
 // changed, not a JSON round trip for every item of every prefixed server.
-func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
+//
+// A tool in withheld, by its server and the server's name for it (a
+// changed definition of a server with "pin": "block", see pins.go), is
+// left out.
+func rebuildFrom(old *catalog, backends []*backend, withheld map[subKey]bool) (*catalog, []string) {
 	cat := &catalog{}
 	ns := newNamespaces(backends)
 	var collisions []string
@@ -172,7 +176,7 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 		if old != nil {
 			prev = &old.lists[k]
 		}
-		cat.lists[k], c = buildList(backends, k, ns, prev)
+		cat.lists[k], c = buildList(backends, k, ns, prev, withheld)
 		collisions = append(collisions, c...)
 	}
 	cat.resourceNames = make(map[subKey]string, len(cat.lists[kindResource].items))
@@ -238,7 +242,7 @@ func (ns namespaces) of(k kind, name string) string {
 
 // buildList builds the list of kind k (see buildCatalog); prev, if not nil,
 // is the same list of a catalog built before, whose renamed objects it reuses.
-func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string) {
+func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, withheld map[subKey]bool) (catalogList, []string) {
 	type entry struct {
 		b     *backend
 		it    backendItem
@@ -258,7 +262,7 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 			over, _ = overrideTools(b.name, b.cfg.ToolOverrides, items) // problems: rebuildFrom's
 		}
 		for i, it := range items {
-			if k == kindTool && !b.cfg.Tools.allows(it.name) {
+			if k == kindTool && (!b.cfg.Tools.allows(it.name) || withheld[subKey{b.name, it.name}]) {
 				continue
 			}
 			e := entry{b: b, it: it, base: it.name, obj: it.raw}

@@ -85,6 +85,7 @@ type Gateway struct {
 	cat    *catalog
 	closed bool
 
+	pins           *pinStore       // the pinned tool definitions, and the changes seen (pins.go)
 	sessions       *sessionSet     // the sessions, their calls in flight and their unsent answers (session.go)
 	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
 	listens        *listens        // what serves subscriptions/listen (listen.go)
@@ -147,6 +148,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.audit.withArguments = func(server string) bool { return g.config().auditArguments(server) }
 	g.audit.counted = g.clients.called
 	g.audit.configure(cfg)
+	g.pins = newPinStore(log, cfg)
 	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
@@ -157,7 +159,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.serverRequests.sole = g.sessions.sole
 	g.serverRequests.seesServer = func(s *session, server string) bool { return g.sessions.viewOf(s.who).seesServer(server) }
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
-	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count, clients: func() []clientStatus {
+	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count, pins: g.pins.changed, clients: func() []clientStatus {
 		// Every named client of the config in force, and every principal
 		// that has sessions open or calls counted.
 		return g.clients.status(slices.Sorted(maps.Keys(g.config().Clients)), g.sessions.countByName())
@@ -308,6 +310,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	g.cfg, g.acc, g.backends = cfg, acc, next
 	g.mu.Unlock()
 	g.audit.configure(cfg)
+	g.pins.configure(cfg)
 	g.rebuildCatalog()
 	g.sessions.endRemoved(acc, g.log)
 	g.scopes.reconfigure(cfg)
@@ -507,7 +510,8 @@ func (g *Gateway) rebuildCatalog() {
 	g.mu.Lock()
 	old := g.cat
 	g.mu.Unlock()
-	cat, collisions := rebuildFrom(old, g.backendList())
+	backends := g.backendList()
+	cat, collisions := rebuildFrom(old, backends, g.pins.check(backends))
 	g.mu.Lock()
 	g.cat = cat
 	acc := g.acc

@@ -85,6 +85,7 @@ var layerTable = []layer{
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",
 		"overrides.go: a server's tools as its toolOverrides make them, checked against its tools/list",
+		"pins.go: pinned tool definitions: a digest at first sight, a change warned of or withheld",
 		"jsonroute.go: a client's message read for its route",
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",

@@ -18,6 +18,9 @@ type gatewayStatus struct {
 	// the operator's page only, never in corral://status, which a client
 	// reads.
 	Clients []clientStatus `json:"-"`
+	// PinChanges are the pinned tool definitions that changed (pins.go):
+	// for the operator's page only, as Clients.
+	PinChanges []pinChange `json:"-"`
 }
 
 // serverStatus is what the status page shows of one server.
@@ -46,6 +49,7 @@ type statusReader struct {
 	backendList func() []*backend // the backends in force, sorted by name
 	sessions    func() int        // the sessions open
 	clients     func() []clientStatus
+	pins        func() []pinChange // if nil, none
 }
 
 // status returns what the status page shows now. It is safe for concurrent
@@ -56,6 +60,9 @@ func (r statusReader) status() gatewayStatus {
 	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: r.sessions()}
 	if r.clients != nil {
 		st.Clients = r.clients()
+	}
+	if r.pins != nil {
+		st.PinChanges = r.pins()
 	}
 	for i, b := range backends {
 		st.Servers[i].health = b.health()

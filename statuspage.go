@@ -178,6 +178,13 @@ type statusView struct {
 	Servers       []serverView
 	Windows       []int // minutes
 	Clients       []clientView
+	PinChanges    []pinView
+}
+
+// pinView is one changed tool definition (pins.go).
+type pinView struct {
+	Server, Tool, Mode, Since string
+	Diff                      []string
 }
 
 // clientView is one client's row: its sessions, calls and recent refusals.
@@ -212,6 +219,9 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 			cv.Recent = append(cv.Recent, r.Time.UTC().Format("15:04:05")+" "+r.Reason+" "+r.What)
 		}
 		v.Clients = append(v.Clients, cv)
+	}
+	for _, c := range st.PinChanges {
+		v.PinChanges = append(v.PinChanges, pinView{Server: c.Server, Tool: c.Tool, Mode: c.Mode, Since: c.Since.UTC().Format("2006-01-02 15:04:05 UTC"), Diff: c.Diff})
 	}
 	for _, s := range st.Servers {
 		switch s.State {
@@ -306,7 +316,16 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 </tr>
 {{end}}</tbody>
 </table>
-{{with .Clients}}<section id="clients">
+{{with .PinChanges}}<section id="pins">
+<h2>changed tool definitions</h2>
+{{range .}}<div class="pin-change" data-server="{{.Server}}" data-tool="{{.Tool}}">
+<h3>{{.Server}} / {{.Tool}}: {{if eq .Mode "block"}}withheld until accepted{{else}}served (pin "warn"){{end}}, since {{.Since}}</h3>
+<pre class="diff">{{range .Diff}}{{.}}
+{{end}}</pre>
+<p>Accept it: start corral with <code>-accept-pins {{.Server}}/{{.Tool}}</code>, or delete the pin file and reload.</p>
+</div>
+{{end}}</section>
+{{end}}{{with .Clients}}<section id="clients">
 <h2>clients</h2>
 <table>
 <thead>

@@ -122,6 +122,10 @@ func (s *server) addTools() {
 		"bytes":   integer("Length of each request's prompt text."),
 		"cancel":  {"boolean", "Cancel every request at once instead of waiting."},
 	}, s.floodSampling)
+	if s.opts.ui {
+		add("app", "An MCP App's tool: answers \"app\"; its view is the resource its _meta.ui.resourceUri names.", nil,
+			func(c *call, _ json.RawMessage) { replyText(c, "app") })
+	}
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
