@@ -85,8 +85,31 @@ func (o *offer) capabilities(v *view) map[string]any {
 		if c["tasks"] != nil {
 			mergeTasks(caps, c["tasks"])
 		}
+		mergeExtensions(caps, c["extensions"])
 	}
 	return caps
+}
+
+// mergeExtensions adds to caps the extensions a server declares in its
+// capabilities (SEP-2133's "extensions": identifier -> settings): each
+// extension any server offers is offered, with the settings of the first
+// server, by name, that declares it; a later server's other settings for
+// it are not merged in (the specification defines no merge of settings).
+func mergeExtensions(caps map[string]any, declared json.RawMessage) {
+	var ext map[string]json.RawMessage
+	if json.Unmarshal(declared, &ext) != nil || len(ext) == 0 {
+		return
+	}
+	all, _ := caps["extensions"].(map[string]json.RawMessage)
+	if all == nil {
+		all = map[string]json.RawMessage{}
+		caps["extensions"] = all
+	}
+	for id, settings := range ext {
+		if _, ok := all[id]; !ok && id != "" {
+			all[id] = settings
+		}
+	}
 }
 
 // list answers a list request of kind k with a page of the aggregated
