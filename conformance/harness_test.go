@@ -161,13 +161,13 @@ func loadAdapter(path string) (*Adapter, error) {
 // "remote").
 type serverSpec struct {
 	Name      string
-	flags     []string // fakeserver flags beyond the suite's own
-	prefix    string   // the gateway's prefix for the server's names, if any (setting "prefix")
-	url       string   // a remote server's URL; "" for one the gateway runs
-	typ       string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
-	limits    limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
-	noNetwork bool     // the gateway is to run the server without network (setting "noNetwork")
-	scope     string   // "session": a process of the server per client session (setting "sessionScope"); "client": per named client (setting "clientScope")
+	flags     []string                        // fakeserver flags beyond the suite's own
+	prefix    string                          // the gateway's prefix for the server's names, if any (setting "prefix")
+	url       string                          // a remote server's URL; "" for one the gateway runs
+	typ       string                          // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
+	limits    limits                          // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
+	noNetwork bool                            // the gateway is to run the server without network (setting "noNetwork")
+	scope     string                          // "session": a process of the server per client session (setting "sessionScope"); "client": per named client (setting "clientScope")
 	overrides map[string]templateToolOverride // by the server's tool name (setting "toolOverrides")
 }
 
