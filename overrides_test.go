@@ -254,3 +254,35 @@ func TestATaskOfARenamedToolWithAFixedArgumentReachesTheServersTool(t *testing.T
 		t.Errorf("tasks/get of the renamed tool's task: %+v", m.Error)
 	}
 }
+
+func TestCheckShowsOverridesThatDoNotFitALazyServersCachedCatalog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.json")
+	if err := os.WriteFile(path, []byte(`{"cacheDir": "cache", "mcpServers": {
+		"gh": {"command": "true", "start": "lazy", "toolOverrides": {"create_issue": {"name": "new_issue", "fixedArguments": {"owner": 7}}, "nosuch": {"hide": true}}},
+		"fresh": {"command": "true", "start": "lazy", "toolOverrides": {"x": {"hide": true}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path, func(string) (string, bool) { return "", false }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir, _ := cfg.catalogCacheDir()
+	cache := newCatalogCache(cacheDir, cfg, cfg.MCPServers["gh"])
+	if err := cache.save(&cachedCatalog{Version: catalogCacheVersion, Server: "gh", Capabilities: capabilities{"tools": json.RawMessage(`{}`)},
+		Lists: map[string][]json.RawMessage{"tools": {json.RawMessage(createIssue), json.RawMessage(listIssues)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := string(overridesReport(cfg, cachedTools(cfg)))
+	for _, want := range []string{
+		"server gh: toolOverrides:\n",
+		`  "create_issue": renamed "new_issue", owner fixed to 7`,
+		`  not applied: toolOverrides.create_issue.fixedArguments.owner: 7 is an integer, and the schema wants string; the argument is not fixed; give a value the parameter's schema accepts`,
+		`  not applied: toolOverrides.nosuch: the server lists no tool "nosuch"`,
+		"server fresh: toolOverrides:\n  \"x\": hidden\n  checked against the server's tools/list when it lists its tools (its catalog is not known yet)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("overridesReport =\n%s\nwant it to hold %q", got, want)
+		}
+	}
+}
