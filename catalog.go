@@ -78,6 +78,9 @@ type catalog struct {
 	// overrideProblems are the parts of servers' toolOverrides that their
 	// tools/list does not fit, which are not applied (overrides.go).
 	overrideProblems []overrideProblem
+	// overridden are the tools of each server with toolOverrides as they
+	// make them, kept for the next rebuild while the server's list stays.
+	overridden map[*backend]*overriddenList
 
 	mu    sync.Mutex                       // guards views, a leaf
 	views map[*view]*[numKinds]catalogList // the lists of each view that asked, built once
@@ -168,6 +171,17 @@ func buildCatalog(backends []*backend) (*catalog, []string) {
 // left out.
 func rebuildFrom(old *catalog, backends []*backend, withheld map[subKey]bool) (*catalog, []string) {
 	cat := &catalog{}
+	for _, b := range backends {
+		if len(b.cfg.ToolOverrides) == 0 {
+			continue
+		}
+		if cat.overridden == nil {
+			cat.overridden = map[*backend]*overriddenList{}
+		}
+		o := overrideList(old, b)
+		cat.overridden[b] = o
+		cat.overrideProblems = append(cat.overrideProblems, o.problems...)
+	}
 	ns := newNamespaces(backends)
 	var collisions []string
 	for k := range numKinds {
@@ -176,16 +190,12 @@ func rebuildFrom(old *catalog, backends []*backend, withheld map[subKey]bool) (*
 		if old != nil {
 			prev = &old.lists[k]
 		}
-		cat.lists[k], c = buildList(backends, k, ns, prev, withheld)
+		cat.lists[k], c = buildList(backends, k, ns, prev, withheld, cat.overridden)
 		collisions = append(collisions, c...)
 	}
 	cat.resourceNames = make(map[subKey]string, len(cat.lists[kindResource].items))
 	for _, it := range cat.lists[kindResource].items {
 		cat.resourceNames[subKey{it.backend.name, it.orig}] = it.name
-	}
-	for _, b := range backends {
-		_, p := overrideTools(b.name, b.cfg.ToolOverrides, b.items(kindTool))
-		cat.overrideProblems = append(cat.overrideProblems, p...)
 	}
 	cat.rewriteUIRefs(backends)
 	return cat, collisions
@@ -242,7 +252,7 @@ func (ns namespaces) of(k kind, name string) string {
 
 // buildList builds the list of kind k (see buildCatalog); prev, if not nil,
 // is the same list of a catalog built before, whose renamed objects it reuses.
-func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, withheld map[subKey]bool) (catalogList, []string) {
+func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, withheld map[subKey]bool, overridden map[*backend]*overriddenList) (catalogList, []string) {
 	type entry struct {
 		b     *backend
 		it    backendItem
@@ -258,8 +268,8 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, wi
 	for _, b := range backends {
 		items := b.items(k)
 		var over []overriddenTool
-		if k == kindTool {
-			over, _ = overrideTools(b.name, b.cfg.ToolOverrides, items) // problems: rebuildFrom's
+		if o := overridden[b]; o != nil && k == kindTool {
+			items, over = o.items, o.out // the list the overrides were applied to
 		}
 		for i, it := range items {
 			if k == kindTool && (!b.cfg.Tools.allows(it.name) || withheld[subKey{b.name, it.name}]) {
@@ -287,15 +297,19 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, wi
 			entries = append(entries, e)
 		}
 	}
-	noPrefix := map[string]bool{}
-	for _, b := range backends {
-		noPrefix[b.name] = b.cfg.NoPrefix
+	noPrefix := func(server string) bool {
+		for _, b := range backends {
+			if b.name == server {
+				return b.cfg.NoPrefix
+			}
+		}
+		return false
 	}
 	for name, servers := range owners {
 		if len(servers) > 1 {
 			var qualified []string
 			for _, s := range servers {
-				if noPrefix[s] {
+				if noPrefix(s) {
 					qualified = append(qualified, fmt.Sprintf("%q (server %q, whose prefix is false)", name, s))
 				} else {
 					qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))

@@ -139,6 +139,28 @@ func overrideTools(server string, ovs map[string]*ToolOverride, items []backendI
 	return out, problems
 }
 
+// overriddenList is a server's tools list as its overrides make it.
+type overriddenList struct {
+	items    []backendItem // the server's list they were applied to
+	out      []overriddenTool
+	problems []overrideProblem
+}
+
+// overrideList returns the tools of b as its overrides make them: those of
+// old, a catalog built before, when b's list is the very one they were
+// applied to then (a list is replaced whole when the server lists again),
+// else applied anew.
+func overrideList(old *catalog, b *backend) *overriddenList {
+	items := b.items(kindTool)
+	if old != nil {
+		if o := old.overridden[b]; o != nil && len(o.items) == len(items) && (len(items) == 0 || &o.items[0] == &items[0]) {
+			return o
+		}
+	}
+	out, problems := overrideTools(b.name, b.cfg.ToolOverrides, items)
+	return &overriddenList{items: items, out: out, problems: problems}
+}
+
 // cmpOr returns a if it is not empty, else b.
 func cmpOr(a, b string) string {
 	if a != "" {

@@ -286,3 +286,25 @@ func TestCheckShowsOverridesThatDoNotFitALazyServersCachedCatalog(t *testing.T) 
 		}
 	}
 }
+
+// BenchmarkRebuildCatalog200PrefixedServersWithOverrides is
+// BenchmarkRebuildCatalog200PrefixedServers with every tool of every
+// server overridden (renamed, with a new description): the cost of
+// overrides, applied at each rebuild.
+func BenchmarkRebuildCatalog200PrefixedServersWithOverrides(b *testing.B) {
+	g, _ := listingGateway(b, 200, 5, true)
+	for _, be := range g.backends {
+		be.cfg.ToolOverrides = map[string]*ToolOverride{}
+		for _, it := range be.items(kindTool) {
+			be.cfg.ToolOverrides[it.name] = &ToolOverride{Name: "new_" + it.name, Description: ptr("Overridden.")}
+		}
+	}
+	g.rebuildCatalog()
+	if g.currentCatalog().lookup(kindTool, "p0__new_tool_0") == nil {
+		b.Fatal("the overrides are not applied")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		g.rebuildCatalog()
+	}
+}
