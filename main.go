@@ -263,6 +263,7 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 	inv.stdout.Write(overridesReport(cfg, cachedTools(cfg)))
+	inv.stdout.Write(pinsReport(cfg))
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {

@@ -365,3 +365,35 @@ func shortJSON(v any) string {
 	}
 	return s
 }
+
+// pinsReport returns what -check prints of cfg's pins: each server with
+// "pin" set, the pin file, and how many of its tools the file pins.
+func pinsReport(cfg *Config) []byte {
+	if !anyPinned(cfg) {
+		return nil
+	}
+	path := pinPath(cfg)
+	var f pinFile
+	data, err := readRegular(path, 64<<20)
+	state := ""
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		state = "no pin file yet: each tool is pinned at first sight"
+	case err != nil:
+		state = "the pin file cannot be read (" + err.Error() + "): each tool is pinned again at first sight"
+	case json.Unmarshal(data, &f) != nil || f.Version != pinFileVersion:
+		state = "not a pin file of this version: each tool is pinned again at first sight; remove it"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "pins: %s", path)
+	if state != "" {
+		fmt.Fprintf(&b, ": %s", state)
+	}
+	b.WriteString("\n")
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
+		if s := cfg.MCPServers[name]; s != nil && !s.Disabled && s.Pin != pinOff {
+			fmt.Fprintf(&b, "  server %s: pin %q, %d tools pinned\n", quoteName(name), s.Pin, len(f.Servers[name]))
+		}
+	}
+	return []byte(b.String())
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -171,5 +172,20 @@ func TestACorruptPinFileIsLoggedAndEveryToolPinnedAgain(t *testing.T) {
 	}
 	if withheld := p.check([]*backend{b}); len(withheld) != 0 || len(p.changed()) != 0 {
 		t.Errorf("create_issue back to its pinned definition is still withheld (%v) or changed (%v)", withheld, p.changed())
+	}
+}
+
+func TestCheckShowsThePinFileAndWhatItPins(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{CacheDir: dir, MCPServers: map[string]*ServerConfig{"a": {name: "a", Pin: pinWarn}, "b": {name: "b"}}}
+	if got := string(pinsReport(cfg)); !strings.Contains(got, "no pin file yet") || !strings.Contains(got, `server a: pin "warn", 0 tools pinned`) || strings.Contains(got, "server b") {
+		t.Errorf("pinsReport before any pin =\n%s", got)
+	}
+	p := newPinStore(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	b := toolsBackend(t, "a", nil, createIssue, listIssues)
+	b.cfg.Pin = pinWarn
+	p.check([]*backend{b})
+	if got := string(pinsReport(cfg)); !strings.Contains(got, "pins: "+filepath.Join(dir, pinFileName)+"\n") || !strings.Contains(got, `server a: pin "warn", 2 tools pinned`) {
+		t.Errorf("pinsReport after a list =\n%s", got)
 	}
 }
