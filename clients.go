@@ -272,6 +272,9 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 			p.errorf("", field+".profile", "no profile is named %q in \"profiles\"; add it, or name one of %q", cl.Profile, slices.Sorted(maps.Keys(c.Profiles)))
 		}
 		p.clientServerValues(c, name, cl)
+		if cl.TokenFile == "" && cl.TokenEnv == "" && slices.Contains(c.OAuth.oauthClientNames(), name) {
+			continue // an OAuth caller's client: its token is the authorization server's (oauth.map)
+		}
 		token, tokenField := p.readClientToken(name, cl)
 		if token == "" {
 			continue
@@ -376,15 +379,15 @@ func (p *parser) readClientToken(name string, cl *ClientConfig) (token, field st
 		}
 		p.errorf("", prefix+"tokenEnv", "the environment variable %s is not set or empty; export the client's token in it", cl.TokenEnv)
 	default:
-		p.errorf("", prefix+"tokenFile", "the client has no token; set tokenFile (a file holding it) or tokenEnv (a variable holding it)")
+		p.errorf("", prefix+"tokenFile", "the client has no token; set tokenFile (a file holding it) or tokenEnv (a variable holding it), or name the client in oauth.map for OAuth callers")
 	}
 	return "", ""
 }
 
 // asksForToken reports whether HTTP clients must send a bearer token:
-// authTokenFile's or a named client's.
+// authTokenFile's, a named client's, or an authorization server's (oauth).
 func (c *Config) asksForToken() bool {
-	return c.token != "" || len(c.clientTokens) > 0
+	return c.token != "" || len(c.clientTokens) > 0 || c.OAuth != nil
 }
 
 // profilesReport returns what -check prints of c's clients and profiles,

@@ -72,6 +72,24 @@ type Config struct {
 	// 503. If zero, 1000.
 	MaxSessions int `json:"maxSessions"`
 
+	// Replica names this corral among the replicas behind one load
+	// balancer (replica.go): every session ID, requestState and task ID it
+	// issues starts with it, so that a balancer can route on it. Letters,
+	// digits, '-' and '_'. If empty, the host name's first label.
+	Replica string `json:"replica"`
+
+	// DrainDelay is how long corral keeps serving after SIGTERM before its
+	// shutdown begins: /readyz answers 503 and new sessions are refused,
+	// while the sessions open and their calls go on (drain.go). If zero,
+	// the shutdown begins at once.
+	DrainDelay Duration `json:"drainDelay"`
+
+	// HeartbeatInterval is how often a long-lived event stream (/sse, a
+	// session's GET stream, a streamed response such as
+	// subscriptions/listen's) carries a comment line when it has carried
+	// nothing else, so that proxies do not end it as idle. If zero, 15s.
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+
 	// AuthTokenFile names a file holding the bearer token HTTP clients must
 	// send (Authorization: Bearer TOKEN); AuthTokenEnv names an environment
 	// variable holding it. At most one may be set. If neither, no token is
@@ -90,6 +108,11 @@ type Config struct {
 	// tools, resources and prompts (clients.go). A client names one; with
 	// no clients, /mcp/NAME and -stdio -profile NAME serve profile NAME.
 	Profiles map[string]*ProfileConfig `json:"profiles,omitempty"`
+
+	// OAuth, if set, makes corral an OAuth 2.1 resource server that
+	// accepts an authorization server's access tokens beside the static
+	// tokens (oauthconfig.go). If nil, only static tokens are accepted.
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
 
 	// MaxInFlightPerSession bounds one session's calls in flight; past it a
 	// call fails at once. If zero, 256.
@@ -446,6 +469,7 @@ const (
 	defaultMaxInFlight     = 1024
 	defaultSessionIdle     = time.Hour
 	defaultMaxSessions     = 1000
+	defaultHeartbeat       = 15 * time.Second
 	defaultMaxPerSession   = 256
 	defaultMaxStreams      = 1000
 	defaultMaxHeaderBytes  = 64 << 10
@@ -586,6 +610,7 @@ func ParseConfig(path string, data []byte, getenv func(string) (string, bool), w
 	p.validateAudit(c)
 	c.token = p.readToken(c, path)
 	p.validateClients(c, top["clients"], top["profiles"])
+	p.validateOAuth(c, top["oauth"])
 
 	if len(ignored) > 0 && warn != nil {
 		warn(path + ": " + ignoredKeysMessage(ignored))
@@ -632,6 +657,10 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = defaultMaxSessions
+	}
+	c.HeartbeatInterval = firstSet(c.HeartbeatInterval, Duration(defaultHeartbeat))
+	if c.Replica == "" {
+		c.Replica = defaultReplica()
 	}
 	c.MaxInFlightPerSession = firstSet(c.MaxInFlightPerSession, defaultMaxPerSession)
 	c.MaxStreams = firstSet(c.MaxStreams, defaultMaxStreams)

@@ -517,6 +517,8 @@ func (p *parser) validate(c *Config) {
 		{"readHeaderTimeout", c.ReadHeaderTimeout, defaultReadHeader},
 		{"readTimeout", c.ReadTimeout, defaultReadTimeout},
 		{"writeTimeout", c.WriteTimeout, defaultWriteTimeout},
+		{"drainDelay", c.DrainDelay, 0},
+		{"heartbeatInterval", c.HeartbeatInterval, defaultHeartbeat},
 	}
 	for _, f := range durations {
 		if f.d < 0 {
@@ -545,6 +547,11 @@ func (p *parser) validate(c *Config) {
 		{"maxTasksPerSession", int64(c.MaxTasksPerSession), defaultMaxTasksPerSession},
 		{"maxStderrLinesPerSecond", int64(c.MaxStderrLinesPerSecond), defaultMaxStderrLines},
 		{"maxStderrBytesPerSecond", int64(c.MaxStderrBytesPerSecond), defaultMaxStderrBytes},
+	}
+	if c.Replica != "" {
+		if err := checkReplicaName(c.Replica); err != nil {
+			p.errorf("", "replica", "%v", err)
+		}
 	}
 	p.validateSupervision("", c.Supervision)
 	p.validateLimits("", c.Limits)

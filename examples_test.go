@@ -17,6 +17,7 @@ import (
 var exampleNotConfigs = map[string]string{
 	"corral.service":   "a systemd unit, whose config is /etc/corral/config.json",
 	"Dockerfile":       "builds the image kubernetes.yaml runs",
+	"haproxy.cfg":      "HAProxy in front of three replicas, run by .ci/replicas/run",
 	"team-alice.token": "an EXAMPLE token, alice's in team.json",
 	"team-bob.token":   "an EXAMPLE token, bob's in team.json",
 	"team-audit.jsonl": "the audit trail team.json appends to (-check creates it; not in git)",

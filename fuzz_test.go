@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -381,6 +382,78 @@ func FuzzHTTPHandler(f *testing.F) {
 		}
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") && !json.Valid(w.Body.Bytes()) {
 			t.Fatalf("%s %q: a JSON answer that is not JSON: %q", method, body, w.Body.String())
+		}
+	})
+}
+
+// FuzzJWT feeds any token to the JWT parser, the claims reader and the
+// signature check with the keys of the RFCs' vectors: nothing panics, and
+// a token verifies only when what it signs is a vector's own signing
+// input (a signature cannot be forged, nor a token's signed part changed).
+func FuzzJWT(f *testing.F) {
+	var keys []*jwk
+	var inputs []string
+	for _, v := range jwsVectors {
+		ks, _, err := parseJWKS([]byte(`{"keys":[` + v.key + `]}`))
+		if err != nil {
+			f.Fatal(err)
+		}
+		keys = append(keys, ks...)
+		inputs = append(inputs, v.token[:strings.LastIndexByte(v.token, '.')])
+		f.Add(v.token)
+	}
+	f.Add("eyJhbGciOiJub25lIn0.eyJpc3MiOiJqb2UifQ.")
+	f.Add("eyJhbGciOiJIUzI1NiIsImNyaXQiOlsiYiJdfQ.e30.AAAA")
+	f.Add(`eyJ9.e30.AA`)
+	f.Fuzz(func(t *testing.T, token string) {
+		looksLikeJWT(token)
+		tok, err := parseJWS(token)
+		if err != nil {
+			return
+		}
+		if len(token) > maxTokenBytes || len(tok.signature) == 0 {
+			t.Fatalf("parseJWS accepted a token of %d bytes with a %d-byte signature", len(token), len(tok.signature))
+		}
+		if c, err := parseClaims(tok.payload, "groups"); err == nil {
+			c.check("joe", "aud", time.Unix(1300819000, 0), time.Minute)
+		}
+		for _, k := range keys {
+			if tok.verify(k) == nil && !slices.Contains(inputs, string(tok.signingInput)) {
+				t.Fatalf("a token whose signed part is no vector's verified with key %v: %q", k.algs, token)
+			}
+		}
+	})
+}
+
+// FuzzJWKS feeds any bytes to the key set parser: nothing panics, and each
+// key it returns allows only the algorithms of its own kind (so an HMAC or
+// "none" is never allowed by any key).
+func FuzzJWKS(f *testing.F) {
+	for _, v := range jwsVectors {
+		f.Add([]byte(`{"keys":[` + v.key + `]}`))
+	}
+	f.Add([]byte(`{"keys":[{"kty":"oct","k":"AAAA","alg":"HS256"},{"kty":"RSA","n":"AQAB","e":"AQAB","alg":"none"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA","use":"enc"},{"kty":"OKP","crv":"X25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}`))
+	f.Add([]byte(`{"keys":{}}`))
+	kinds := map[string][]string{"*rsa.PublicKey": {algRS256, algPS256}, "*ecdsa.PublicKey": {algES256}, "ed25519.PublicKey": {algEdDSA}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		keys, _, err := parseJWKS(data)
+		if err != nil {
+			return
+		}
+		if len(keys) == 0 || len(keys) > maxJWKSKeys {
+			t.Fatalf("parseJWKS returned %d keys and no error", len(keys))
+		}
+		for _, k := range keys {
+			allowed := kinds[fmt.Sprintf("%T", k.pub)]
+			if len(k.algs) == 0 {
+				t.Fatalf("a key of type %T allows no algorithm", k.pub)
+			}
+			for _, alg := range k.algs {
+				if !slices.Contains(allowed, alg) {
+					t.Fatalf("a key of type %T allows %q", k.pub, alg)
+				}
+			}
 		}
 	})
 }

@@ -265,6 +265,10 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("listen (%s -> %s)", oldCfg.Listen, cfg.Listen))
 		cfg.Listen = oldCfg.Listen
 	}
+	if cfg.Replica != oldCfg.Replica { // the IDs issued name the old one
+		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("replica (%s -> %s)", oldCfg.Replica, cfg.Replica))
+		cfg.Replica = oldCfg.Replica
+	}
 	if cfg.MaxHeaderBytes != oldCfg.MaxHeaderBytes {
 		r.NeedRestart = append(r.NeedRestart, "maxHeaderBytes")
 		cfg.MaxHeaderBytes = oldCfg.MaxHeaderBytes

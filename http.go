@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +27,9 @@ const mcpPath = "/mcp"
 type httpFrontEnd struct {
 	frontEnd
 	streams  atomic.Int64 // open GET streams, for /metrics
+	oauth    oauthHolder  // the validator of the "oauth" config in force
 	loopback bool         // the listener is on a loopback address: check Host
+	draining atomic.Bool  // SIGTERM came: /readyz answers 503, no new session (drain.go)
 
 	sseQueueBytes atomic.Int64 // bounds a legacy SSE stream's queue (ssefront.go); if zero, 16 MiB
 
@@ -90,6 +90,9 @@ func (h *httpFrontEnd) shutdown() {
 // /mcp (POST, GET, DELETE), the legacy SSE paths (ssefront.go), /healthz,
 // /metrics or the admin API (adminhttp.go). It is safe for concurrent use.
 func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.serveProbe(w, r) { // /readyz, /livez: for anyone, as they are
+		return
+	}
 	if msg := h.checkOrigin(r); msg != "" {
 		writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, msg)
 		return
@@ -98,9 +101,12 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStatusPage(w, r, endpointURL(r))
 		return
 	}
-	if !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-		writeHTTPError(w, http.StatusUnauthorized, codeInvalidRequest, "missing or wrong bearer token; send Authorization: Bearer TOKEN")
+	if strings.HasPrefix(r.URL.Path, protectedResourcePath) { // RFC 9728: no token needed
+		h.serveResourceMetadata(w, r)
+		return
+	}
+	if _, refused := h.identify(r); refused != nil {
+		h.refuse(w, refused)
 		return
 	}
 	if isAdminPath(r.URL.Path) {
@@ -119,7 +125,7 @@ func (h *httpFrontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 		if !h.seesAll(r) {
-			writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, r.URL.Path+" tells of every server: it needs authTokenFile's token, or a client whose profile sees every server")
+			writeHTTPError(w, http.StatusForbidden, codeInvalidRequest, r.URL.Path+" tells of every server: it needs authTokenFile's token, or the static token of a client whose profile sees every server")
 			return
 		}
 	}
@@ -175,28 +181,106 @@ func (h *httpFrontEnd) authorized(r *http.Request) bool {
 	return ok
 }
 
-// authenticate returns who sent r, and whether r may be served: the named
+// authenticate returns who sent r, and whether r may be served (see
+// identify).
+func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
+	who, refused := h.identify(r)
+	return who, refused == nil
+}
+
+// identify returns who sent r, or why r may not be served: the named
 // client whose token r carries, or the holder of authTokenFile's token
 // (each compared in constant time, every one of them whatever matched);
-// anyone, when no token is configured.
-func (h *httpFrontEnd) authenticate(r *http.Request) (principal, bool) {
+// else, with "oauth", the caller an authorization server's token names
+// (oauthPrincipal); anyone, when no token is configured.
+func (h *httpFrontEnd) identify(r *http.Request) (principal, *authError) {
 	cfg := h.gw.config()
 	if !cfg.asksForToken() {
-		return anonymousPrincipal, true
+		return anonymousPrincipal, nil
 	}
 	got, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return principal{}, false
+		return principal{}, &authError{status: http.StatusUnauthorized, msg: "missing bearer token; send Authorization: Bearer TOKEN"}
 	}
 	client := clientOf(cfg.clientTokens, got)
 	operator := cfg.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(cfg.token)) == 1
 	switch {
 	case client != "":
-		return clientPrincipal(client), true
+		return clientPrincipal(client), nil
 	case operator:
-		return tokenPrincipal, true
+		return tokenPrincipal, nil
+	case cfg.OAuth != nil:
+		return h.oauthPrincipal(r.Context(), cfg, got)
 	}
-	return principal{}, false
+	return principal{}, &authError{status: http.StatusUnauthorized, code: "invalid_token", msg: "wrong bearer token; send Authorization: Bearer TOKEN"}
+}
+
+// oauthPrincipal returns the caller of token, an authorization server's
+// access token, or why it is refused: 401 for a token that does not pass
+// the validator's checks, 403 insufficient_scope for one short of
+// oauth.scopes, and 403 for one that oauth.map gives no client.
+func (h *httpFrontEnd) oauthPrincipal(ctx context.Context, cfg *Config, token string) (principal, *authError) {
+	info, err := h.oauth.validatorFor(cfg.OAuth, h.log).validate(ctx, token)
+	if err != nil {
+		var ae *authError
+		if !errors.As(err, &ae) {
+			ae = invalidToken("%v", err)
+		}
+		return principal{}, ae
+	}
+	if missing := cfg.OAuth.missingScopes(info); len(missing) > 0 {
+		return principal{}, &authError{status: http.StatusForbidden, code: "insufficient_scope",
+			msg: fmt.Sprintf("the token does not carry scope %s; ask the authorization server for a token with scope %q", strings.Join(missing, " "), strings.Join(cfg.OAuth.Scopes, " "))}
+	}
+	client, ok := cfg.OAuth.clientFor(info)
+	if !ok {
+		return principal{}, &authError{status: http.StatusForbidden,
+			msg: fmt.Sprintf("the token is valid, but no rule of oauth.map names a client for it (sub %q, client_id %q) and there is no oauth.defaultClient", info.sub, info.clientID)}
+	}
+	who := clientPrincipal(client)
+	if client == "" {
+		who.name = "oauth"
+	}
+	who.subject, who.oauth = info.sub, true
+	return who, nil
+}
+
+// refuse answers a request identify refused: its status, a challenge, and
+// why. With "oauth" the challenge names corral's resource metadata and the
+// scopes a token needs, so that a client can find where to get one.
+func (h *httpFrontEnd) refuse(w http.ResponseWriter, e *authError) {
+	if o := h.gw.config().OAuth; o != nil {
+		if e.code != "" { // never the token itself: why it was refused
+			h.log.Debug("refused a bearer token", "status", e.status, "error", e.code, "why", e.msg)
+		}
+		w.Header().Set("WWW-Authenticate", o.challenge(e))
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+	}
+	writeHTTPError(w, e.status, codeInvalidRequest, e.msg)
+}
+
+// serveResourceMetadata serves corral's Protected Resource Metadata (RFC
+// 9728) at /.well-known/oauth-protected-resource and at its path forms for
+// the resource's path, /mcp and /mcp/NAME; 404 without "oauth".
+func (h *httpFrontEnd) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	o := h.gw.config().OAuth
+	rest := strings.TrimPrefix(r.URL.Path, protectedResourcePath)
+	_, profile := profilePath(rest)
+	known := rest == "" || rest == mcpPath || profile || o != nil && rest == o.resourcePath()
+	if o == nil || !known {
+		serveNotFound(w, r, endpointURL(r))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+r.URL.Path+"; GET it")
+		return
+	}
+	body := o.protectedResourceMetadata()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Write(body)
 }
 
 // principalOf returns who sent r, a request ServeHTTP has authorized: at
@@ -234,10 +318,11 @@ func (h *httpFrontEnd) checkProfilePath(name string) string {
 // seesAll reports whether r's sender may read the pages about every
 // server (/metrics, /healthz, the status page): the holder of
 // authTokenFile's token, anyone when no token is configured, or a named
-// client that sees every server.
+// client that sees every server, by its static token (an OAuth caller
+// never: those pages keep their own tokens).
 func (h *httpFrontEnd) seesAll(r *http.Request) bool {
 	who, ok := h.authenticate(r)
-	return ok && who.profile == "" && h.gw.viewOf(who) == nil
+	return ok && !who.oauth && who.profile == "" && h.gw.viewOf(who) == nil
 }
 
 // bearerToken returns the token of an Authorization header value in the
@@ -253,8 +338,13 @@ func bearerToken(header string) (string, bool) {
 // checkOrigin returns why the request must be refused, or "". A page in a
 // browser may send requests to a local port; the specification requires the
 // Origin check, and the Host check defeats DNS rebinding.
+//
+// A request with no Host at all passes the Host check: net/http refuses an
+// HTTP/1.1 request without one, and a browser always sends one, so it is
+// an HTTP/1.0 client such as a load balancer's health check, never a page
+// a rebound name sent.
 func (h *httpFrontEnd) checkOrigin(r *http.Request) string {
-	if h.loopback && !isLoopbackHost(hostOnly(r.Host)) {
+	if h.loopback && r.Host != "" && !isLoopbackHost(hostOnly(r.Host)) {
 		return fmt.Sprintf("Host %q is not a loopback name; corral listens on a loopback address and refuses other Host headers (DNS rebinding)", r.Host)
 	}
 	origin := r.Header.Get("Origin")
@@ -370,6 +460,9 @@ func (h *httpFrontEnd) postSession(w http.ResponseWriter, r *http.Request, msg *
 	}
 	if msg.ID == nil {
 		writeHTTPError(w, http.StatusBadRequest, codeInvalidRequest, "initialize must be a request, with an id")
+		return nil
+	}
+	if h.refuseWhileDraining(w, "initialize") {
 		return nil
 	}
 	s, why := h.newSession(h.principalOf(r))
@@ -507,22 +600,36 @@ func (rs *relatedStream) send(m []byte) {
 	}
 }
 
-// write writes the messages of rel as events, flushing each, until rel is
-// closed, then closes wrote. end owns it and waits for it.
+// write writes the messages of rel as events, flushing each, and a
+// heartbeat every heartbeatInterval (a subscriptions/listen stream is
+// otherwise silent for as long as nothing changes), until rel is closed,
+// then closes wrote. end owns it and waits for it.
 func (rs *relatedStream) write(rel <-chan []byte, wrote chan<- struct{}) {
 	defer close(wrote)
 	rs.w.Header().Set("Content-Type", "text/event-stream")
 	rs.w.Header().Set("Cache-Control", "no-cache")
 	rs.w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(rs.w)
+	beat, stop := rs.h.heartbeats()
+	defer stop()
 	var err error
-	for m := range rel {
-		if err != nil {
-			continue // the client is gone or did not read: drain rel
-		}
-		rs.h.writeDeadline(rc)
-		if _, err = writeSSE(rs.w, m); err == nil {
-			err = rc.Flush()
+	for {
+		select {
+		case m, ok := <-rel:
+			if !ok {
+				return
+			}
+			if err != nil {
+				continue // the client is gone or did not read: drain rel
+			}
+			rs.h.writeDeadline(rc)
+			if _, err = writeSSE(rs.w, m); err == nil {
+				err = rc.Flush()
+			}
+		case <-beat:
+			if err == nil {
+				err = rs.h.writeHeartbeat(rs.w, rc)
+			}
 		}
 	}
 }
@@ -589,6 +696,12 @@ func (h *httpFrontEnd) lookupSession(w http.ResponseWriter, r *http.Request) *ht
 		return nil
 	}
 	s := h.session(id)
+	if s == nil {
+		if why := h.wrongReplica(id, "Mcp-Session-Id"); why != "" {
+			writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, why)
+			return nil
+		}
+	}
 	if s == nil || s.sse != nil || !h.owns(r, s) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; send initialize to open a new one")
 		return nil
@@ -621,7 +734,8 @@ func (h *httpFrontEnd) newSession(who principal) (*httpSession, string) {
 	})
 }
 
-// addSession gives s a new random id, marks it used now and registers it,
+// addSession gives s a new random id that names the replica
+// (newReplicaID), marks it used now and registers it,
 // then opens its gateway session, which sends s's messages to deliver. It
 // returns s, or nil (s not registered, no gateway session) and why not
 // when maxSessions are open, or the maxSessions of the profile of who's
@@ -629,9 +743,7 @@ func (h *httpFrontEnd) newSession(who principal) (*httpSession, string) {
 // legacy SSE) open sessions through it, so that they count against one
 // maxSessions.
 func (h *httpFrontEnd) addSession(s *httpSession, who principal, deliver func(msg []byte)) (*httpSession, string) {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	s.id = hex.EncodeToString(b[:])
+	s.id = newReplicaID(h.gw.config().Replica)
 	s.ended = make(chan struct{})
 	s.lastUsed.Store(time.Now().UnixNano())
 	cfg := h.gw.config()
@@ -782,8 +894,14 @@ func (h *httpFrontEnd) stream(w http.ResponseWriter, r *http.Request, s *httpSes
 	rc.Flush()
 	events := s.eventQueue()
 	gone := s.session.goneChan()
+	beat, stop := h.heartbeats()
+	defer stop()
 	for {
 		select {
+		case <-beat:
+			if h.writeHeartbeat(w, rc) != nil {
+				return
+			}
 		case msg := <-events:
 			h.writeDeadline(rc)
 			if _, err := writeSSE(w, msg); err != nil {
@@ -814,14 +932,14 @@ func writeSSE(w io.Writer, msg []byte) (int, error) {
 	return fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
 }
 
-// serveHealth writes the gateway's health report as JSON: 200 when every
-// server is ready, else 503.
+// serveHealth writes the gateway's health report as JSON, with 200: its
+// status says whether every server is ready. One server down does not make
+// the replica unwell (a balancer or orchestrator reading the status would
+// take every server's calls away for one server's crash); /readyz says
+// whether to send it new sessions.
 func (h *httpFrontEnd) serveHealth(w http.ResponseWriter, r *http.Request) {
-	report, ok := h.gw.health()
+	report, _ := h.gw.health()
 	w.Header().Set("Content-Type", "application/json")
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(report)
@@ -865,6 +983,7 @@ func serveHTTP(ctx, skip context.Context, drain time.Duration, ln net.Listener, 
 		return err
 	case <-ctx.Done():
 	}
+	h.drain(skip)
 	drainCtx, cancel := context.WithTimeout(skip, drain)
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {

@@ -264,6 +264,7 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
 	inv.stdout.Write(overridesReport(cfg, cachedTools(cfg)))
 	inv.stdout.Write(pinsReport(cfg))
+	inv.stdout.Write(cfg.oauthReport())
 	inv.stdout.Write(containment.Bytes())
 	fmt.Fprintln(inv.stdout, checkSummary(cfg, failed))
 	if len(failed) > 0 {
@@ -492,6 +493,11 @@ func (inv *invocation) openListener() (ln net.Listener, loopback bool, code int)
 		loopback = tcp.IP.IsLoopback()
 	}
 	addr = shownAddr(addr, ln.Addr())
+	if o := inv.cfg.OAuth; !loopback && o != nil && !o.TLSTerminated {
+		ln.Close() // -listen may take a loopback config's listen beyond it
+		fmt.Fprintf(inv.stderr, "corral: refusing to listen on %s, which is not a loopback address, with OAuth over plain HTTP: bearer tokens would cross the network readable; put a TLS-terminating proxy in front of corral and set oauth.tlsTerminated in %s, or listen on 127.0.0.1\n", addr, inv.configPath)
+		return nil, false, 2
+	}
 	if !loopback && !inv.cfg.asksForToken() {
 		if !inv.allowRemote {
 			ln.Close()
@@ -586,6 +592,10 @@ func (inv *invocation) reload(gw *Gateway) {
 	next, err := inv.readConfig()
 	if err != nil {
 		inv.log.Error("reload: the config has errors; the running config stays in force", "err", err)
+		return
+	}
+	if o := next.OAuth; inv.remote != "" && o != nil && !o.TLSTerminated {
+		inv.log.Error("reload: refused: the config has OAuth over plain HTTP, and corral listens on an address other than loopback; the running config stays in force", "addr", inv.remote, "fix", "put a TLS-terminating proxy in front of corral and set oauth.tlsTerminated")
 		return
 	}
 	if inv.remote != "" && !next.asksForToken() {

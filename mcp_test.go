@@ -864,6 +864,13 @@ func TestModernClientsAreServedStatelesslyAtTheSameEndpoint(t *testing.T) {
 	if json.Unmarshal(m.Result, &rr) != nil || rr.ResultType != "complete" || rr.TTLMs == nil || *rr.TTLMs != 0 || rr.CacheScope != "private" {
 		t.Errorf("resources/read = %s", m.Result)
 	}
+	// And so does corral's own resource (the official suite's caching
+	// scenario reads the first resource listed: this one).
+	_, m, _ = modernPost(t, tg.url, "resources/read", `{"uri":"corral://status",`+meta+`}`)
+	rr.TTLMs, rr.CacheScope = nil, ""
+	if json.Unmarshal(m.Result, &rr) != nil || rr.ResultType != "complete" || rr.TTLMs == nil || *rr.TTLMs != 0 || rr.CacheScope != "private" {
+		t.Errorf("resources/read of corral://status = %s, want ttlMs 0 and cacheScope private", m.Result)
+	}
 
 	status, m, _ = modernPost(t, tg.url, "tools/call", `{"name":"echo","arguments":{"text":"hi"},`+meta+`}`)
 	var r struct {

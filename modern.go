@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,8 +220,19 @@ func asInputRequired(result json.RawMessage) *inputRequired {
 // maxInputRounds bounds the rounds of input one request may ask for.
 const maxInputRounds = 10
 
-// statePrefix starts the requestState of an exchange.
+// statePrefix starts the requestState of an exchange, followed by an ID
+// that names the replica (newReplicaID): "corral-NAME.HEX".
 const statePrefix = "corral-"
+
+// unknownState returns the error message for a requestState of corral's
+// that replica mine does not hold: another replica issued it (the
+// balancer must route on it), or it expired.
+func unknownState(state, mine string) string {
+	if owner := elsewhere(strings.TrimPrefix(state, statePrefix), mine); owner != "" {
+		return fmt.Sprintf("requestState belongs to replica %q, and this is replica %q: the load balancer must send a request whose params.requestState starts with %q to that replica (see docs/operations.md); or send the request again without it", owner, mine, statePrefix+owner+".")
+	}
+	return "requestState is unknown or expired; send the request again without it"
+}
 
 // forwardModern forwards a modern client's request, with what fw gives of
 // the gateway. A legacy server's
@@ -242,7 +251,7 @@ func forwardModern(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 	var ex *exchange
 	if strings.HasPrefix(p.State, statePrefix) {
 		if ex = fw.requests.takeParked(p.State); ex == nil {
-			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: "requestState is unknown or expired; send the request again without it"})
+			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: unknownState(p.State, fw.config().Replica)})
 		}
 		ex.rel.setSend(rel.sendFn)
 		for key, o := range ex.pending {
@@ -272,9 +281,7 @@ func forwardModern(ctx context.Context, fw *forwarder, f *forwarding) *reply {
 		ex.n++
 		key := fmt.Sprintf("input-%d", ex.n)
 		ex.pending[key] = o
-		var tok [16]byte
-		rand.Read(tok[:])
-		state := statePrefix + hex.EncodeToString(tok[:])
+		state := statePrefix + newReplicaID(fw.config().Replica)
 		// Forget an exchange the client never comes back to.
 		fw.requests.park(state, ex, timeout)
 		params := o.params

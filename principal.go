@@ -33,6 +33,14 @@ type principal struct {
 	name string
 	// client is the named client (a key of Config.Clients), or "".
 	client string
+	// subject is the sub claim of an OAuth caller's token (http.go,
+	// oauthPrincipal), or "": two callers mapped to one client do not
+	// share sessions.
+	subject string
+	// oauth says the caller's token is an authorization server's: the
+	// pages about every server (/metrics, /healthz, the status page) and
+	// the admin API keep to static tokens.
+	oauth bool
 	// profile is the profile served without a token (/mcp/NAME, -stdio
 	// -profile NAME), or "".
 	profile string

@@ -113,7 +113,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		}
 	case opForward:
 		if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
-			return in.rules.result(msg.ID, g.notices.readStatus(v), false)
+			return in.rules.result(msg.ID, g.notices.readStatus(v), cacheable(msg.Method)) // a modern client's gets ttlMs and cacheScope as a forwarded read's
 		}
 		// Each way out writes the request's audit line (audit.go): here its
 		// outcome is known.

@@ -149,6 +149,9 @@ func (h *httpFrontEnd) serveSSEFront(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusMethodNotAllowed, codeInvalidRequest, r.Method+" is not supported on "+sseFrontPath+"; GET opens a legacy SSE session, whose messages are POSTed to the URL of its endpoint event")
 		return
 	}
+	if h.refuseWhileDraining(w, "GET "+sseFrontPath) {
+		return
+	}
 	if max := h.gw.config().MaxStreams; h.streams.Load() >= int64(max) {
 		writeHTTPError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("too many event streams: %d are open, the limit (maxStreams)", max))
 		return
@@ -225,7 +228,8 @@ func (h *httpFrontEnd) pumpSSEFront(w http.ResponseWriter, r *http.Request, s *h
 	return h.writeSSEFrontQueue(w, r, s, rc)
 }
 
-// writeSSEFrontQueue writes the session's messages as they come until the
+// writeSSEFrontQueue writes the session's messages as they come, and a
+// heartbeat every heartbeatInterval, until the
 // client goes away (the stream's context ends or a write fails), the queue
 // overflows, the session ends, or, once corral shuts down, the calls in
 // flight have returned. Its results are pumpSSEFront's.
@@ -234,6 +238,8 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 	closing := h.closing
 	gone := s.session.goneChan()
 	drained := false // the calls have returned: write what is left, then end
+	beat, stop := h.heartbeats()
+	defer stop()
 	for {
 		for es := q.take(); len(es) > 0; es = es[1:] {
 			h.writeDeadline(rc)
@@ -255,6 +261,11 @@ func (h *httpFrontEnd) writeSSEFrontQueue(w http.ResponseWriter, r *http.Request
 		}
 		select {
 		case <-q.ready:
+		case <-beat:
+			h.writeDeadline(rc)
+			if _, err := io.WriteString(w, heartbeat); err != nil {
+				return idle, h.writeFailure(q, err)
+			}
 		case <-q.full:
 			return idle, fmt.Sprintf("the client reads too slowly: over %d bytes of messages waited to be written on its stream", q.max)
 		case <-s.ended:
@@ -327,6 +338,12 @@ func (h *httpFrontEnd) serveSSEFrontMessage(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	s := h.session(id)
+	if s == nil {
+		if why := h.wrongReplica(id, "sessionId query parameter"); why != "" {
+			writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, why)
+			return
+		}
+	}
 	if s == nil || s.sse == nil || !h.owns(r, s) {
 		writeHTTPError(w, http.StatusNotFound, codeInvalidRequest, "unknown or ended session; open a new one with GET "+sseFrontPath)
 		return

@@ -273,7 +273,7 @@ func TestLegacySSEServesASessionOnItsStream(t *testing.T) {
 	t.Parallel()
 	f := startSSEFront(t, `{"mcpServers":{"a": {"command":"FAKE","args":["-state","STATE","-name","a"]}}}`, 0)
 	c := dialSSEFront(t, f.base, "", true)
-	if !regexp.MustCompile(`^event: endpoint\ndata: /messages\?sessionId=[0-9a-f]{32}\n\n$`).MatchString(c.first) {
+	if !regexp.MustCompile(`^event: endpoint\ndata: /messages\?sessionId=[A-Za-z0-9_-]+\.[0-9a-f]{32}\n\n$`).MatchString(c.first) {
 		t.Errorf("first event = %q, want the endpoint event naming /messages?sessionId=ID", c.first)
 	}
 	c.initialize(`{"sampling":{}}`)

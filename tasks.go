@@ -13,8 +13,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -101,6 +99,15 @@ func (t *taskTable) reserve(s *session, max int, now time.Time) *wireError {
 	return nil
 }
 
+// replica returns the name of this replica, which begins the IDs of its
+// tasks: the config's, or the default for a table without one (a test's).
+func (t *taskTable) replica() string {
+	if t.config == nil {
+		return defaultReplica()
+	}
+	return t.config().Replica
+}
+
 // release gives back a reservation that made no task.
 func (t *taskTable) release(s *session) {
 	t.mu.Lock()
@@ -114,9 +121,7 @@ func (t *taskTable) release(s *session) {
 // made, and returns it with corral's ID. A task the server gives an ID it
 // already gave (after a restart corral did not see) replaces the old one.
 func (t *taskTable) add(s *session, b *backend, tool, id string, ttl time.Duration, now time.Time) *task {
-	var raw [16]byte
-	rand.Read(raw[:])
-	tk := &task{id: hex.EncodeToString(raw[:]), key: taskKey{b.markerName(), id}, b: b, tool: tool, run: b.currentRun(), s: s}
+	tk := &task{id: newReplicaID(t.replica()), key: taskKey{b.markerName(), id}, b: b, tool: tool, run: b.currentRun(), s: s}
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
@@ -289,6 +294,11 @@ func (t *taskTable) serve(ctx context.Context, s *session, in *inbound, send fun
 		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: msg.Method + ": params must hold the taskId"})
 	}
 	tk := t.owned(s, p.TaskID)
+	if tk == nil {
+		if mine := t.replica(); elsewhere(p.TaskID, mine) != "" {
+			return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("%s: task %q belongs to replica %q, and this is replica %q: tasks are a session's, and the load balancer must send every request of a session to the replica named before the '.' of its Mcp-Session-Id", msg.Method, p.TaskID, replicaOf(p.TaskID), mine)})
+		}
+	}
 	if tk == nil {
 		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: fmt.Sprintf("%s: unknown task %q; tasks/list names this session's tasks (corral forgets a task when its server restarts, its ttl ends or its session ends)", msg.Method, p.TaskID)})
 	}

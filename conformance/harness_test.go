@@ -260,6 +260,7 @@ type templateData struct {
 	Clients                           []templateClient  // named clients (setting "clients")
 	Profiles                          []templateProfile // profiles (setting "profiles")
 	AuditFile                         string            // where the audit trail goes (setting "audit"); "" for none
+	OAuthIssuer, OAuthResource        string            // the authorization server whose tokens to accept, and the gateway's resource URI (setting "oauth"); "" for none
 }
 
 // options are the gateway settings a case needs. A zero field is left to the
@@ -271,6 +272,7 @@ type options struct {
 	clients                                           []clientSpec  // setting "clients"
 	profiles                                          []profileSpec // setting "profiles"
 	audit                                             bool          // setting "audit"
+	oauthIssuer                                       string        // setting "oauth": the issuer whose access tokens the gateway accepts
 }
 
 func flagParse() { flag.Parse() }
@@ -436,6 +438,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if opts.audit && !adapter.has("audit") {
 		skip(t, "the adapter has no audit setting (a JSON line per call)")
 	}
+	if opts.oauthIssuer != "" && !adapter.has("oauth") {
+		skip(t, "the adapter has no oauth setting (an OAuth 2.1 resource server accepting an issuer's access tokens)")
+	}
 	requireLinux(t)
 	g := &gateway{t: t, stateDir: t.TempDir(), servers: servers, exited: make(chan struct{}), tokens: map[string]string{}}
 	t.Cleanup(func() { killMarked(g.stateDir) })
@@ -471,6 +476,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 	if opts.audit {
 		g.audit = filepath.Join(caseDir, "audit.jsonl")
 		data.AuditFile = g.audit
+	}
+	if opts.oauthIssuer != "" {
+		data.OAuthIssuer, data.OAuthResource = opts.oauthIssuer, render(t, "url", adapter.URL, data)
 	}
 	set := func(d time.Duration, s *string, ms *int64) {
 		if d != 0 {

@@ -28,6 +28,10 @@ package main
 //		Without Mcp-Session-Id (but for initialize): 400 with a JSON-RPC
 //		error; with an unknown one: 404; a body that is not one JSON-RPC
 //		message (a batch included): 400 with error -32700.
+//		With -conformance, a request whose client accepts text/event-stream
+//		is answered with an event stream instead: the notifications/progress
+//		of the request's progress token, then the answer, each a "message"
+//		event, so that progress is never behind the answer.
 //	GET /mcp
 //		The session's stream (text/event-stream): the server's messages
 //		that answer no POST, each a "message" event. Up to 256 messages
@@ -54,6 +58,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -81,8 +86,9 @@ type httpSession struct {
 
 	readMu sync.Mutex // held while a message is handled, as stdio's one reader would
 
-	mu      sync.Mutex
-	waiting map[string]chan []byte // POSTs waiting for the answer to a request, by compact ID
+	mu       sync.Mutex
+	waiting  map[string]chan []byte // POSTs waiting for the answer to a request, by compact ID
+	progress map[string]chan []byte // with -conformance, the POSTs of those waiting, by compact progress token
 }
 
 // serveHTTP serves HTTP as -http or -sse says. It does not return.
@@ -117,7 +123,8 @@ func (f *httpFront) newSession(sse bool) *httpSession {
 	f.last++
 	h := &httpSession{
 		id: fmt.Sprintf("fake-%d-%d", f.s.pid, f.last), sse: sse,
-		stream: make(chan []byte, 256), done: make(chan struct{}), waiting: make(map[string]chan []byte),
+		stream: make(chan []byte, 256), done: make(chan struct{}),
+		waiting: make(map[string]chan []byte), progress: make(map[string]chan []byte),
 	}
 	h.srv = newServer(f.s.opts, nil, nil, f.s.stderr)
 	h.srv.output = sessionOutput{h}
@@ -150,20 +157,47 @@ func (h *httpSession) handle(body []byte) {
 }
 
 // await returns the channel the answer to the request with compact ID id
-// will be sent on.
-func (h *httpSession) await(id string) chan []byte {
+// will be sent on; with a progress token (compact, or "" for none), its
+// notifications/progress too.
+func (h *httpSession) await(id, token string) chan []byte {
 	ch := make(chan []byte, 1)
 	h.mu.Lock()
 	h.waiting[id] = ch
+	if token != "" {
+		ch = make(chan []byte, 64)
+		h.waiting[id] = ch
+		h.progress[token] = ch
+	}
 	h.mu.Unlock()
 	return ch
 }
 
-// forget stops waiting for the answer to id.
-func (h *httpSession) forget(id string) {
+// forget stops waiting for the answer to id and the progress of token.
+func (h *httpSession) forget(id, token string) {
 	h.mu.Lock()
 	delete(h.waiting, id)
+	delete(h.progress, token)
 	h.mu.Unlock()
+}
+
+// progressToken returns the compact params._meta.progressToken of the
+// message m, or "".
+func progressToken(params json.RawMessage) string {
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+		ProgressToken json.RawMessage `json:"progressToken"` // of notifications/progress
+	}
+	decodeParams(params, &p) // none is as good as a bad one
+	t := p.Meta.ProgressToken
+	if t == nil {
+		t = p.ProgressToken
+	}
+	if t := compact(t); t != nil && string(t) != "null" {
+		return string(t)
+	}
+	return ""
 }
 
 // route sends line, one message of the server, where it goes: an answer
@@ -185,8 +219,24 @@ func (h *httpSession) route(line []byte) {
 		delete(h.waiting, id)
 		h.mu.Unlock()
 		if ch != nil {
-			ch <- line // never blocks: ch has room for one and gets only one
-			return
+			select {
+			case ch <- line: // room for the one answer, or after up to 63 progress notifications
+				return
+			default:
+				h.srv.logf("fakeserver: session %s: a POST's stream is full; its answer goes to the GET stream", h.id)
+			}
+		}
+	}
+	if m.Method == "notifications/progress" {
+		h.mu.Lock()
+		ch := h.progress[progressToken(m.Params)]
+		h.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- line:
+				return
+			default: // full: the GET stream takes it
+			}
 		}
 	}
 	select {
@@ -266,6 +316,10 @@ func (f *httpFront) ssePost(w http.ResponseWriter, r *http.Request) {
 
 // streamable serves /mcp with -http.
 func (f *httpFront) streamable(w http.ResponseWriter, r *http.Request) {
+	if f.s.opts.conformance && !localOrigin(r) {
+		http.Error(w, "Host or Origin is not a local one", http.StatusForbidden)
+		return
+	}
 	if r.Method == http.MethodPost {
 		f.streamablePost(w, r)
 		return
@@ -315,16 +369,40 @@ func (f *httpFront) streamablePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := string(compact(m.ID))
-	answer := h.await(id)
+	var token string
+	if f.s.opts.conformance && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		token = progressToken(m.Params)
+	}
+	answer := h.await(id, token)
+	defer h.forget(id, token)
 	h.handle(body)
 	var line []byte
-	select {
-	case line = <-answer:
-	case <-r.Context().Done():
-		h.forget(id)
-		return
-	case <-h.done:
-		writeRPCError(w, http.StatusNotFound, m.ID, codeInvalidRequest, "the session ended")
+	for line == nil {
+		select {
+		case l := <-answer:
+			var a message
+			if json.Unmarshal(l, &a) == nil && a.Method != "" {
+				if !started(w) {
+					startEvents(w)
+				}
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", l)
+				if fl, ok := w.(http.Flusher); ok {
+					fl.Flush()
+				}
+				continue
+			}
+			line = l
+		case <-r.Context().Done():
+			return
+		case <-h.done:
+			if !started(w) {
+				writeRPCError(w, http.StatusNotFound, m.ID, codeInvalidRequest, "the session ended")
+			}
+			return
+		}
+	}
+	if started(w) {
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", line)
 		return
 	}
 	if m.Method == "initialize" {
@@ -336,6 +414,11 @@ func (f *httpFront) streamablePost(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.Write(append(line, '\n'))
+}
+
+// started reports whether w's header was written: an event stream started.
+func started(w http.ResponseWriter) bool {
+	return w.Header().Get("Content-Type") == "text/event-stream"
 }
 
 // writeRPCError answers with an HTTP status and a JSON-RPC error.

@@ -115,6 +115,10 @@
 //		stdio: the event stream at http://ADDR/sse (see HTTP, in http.go).
 //	-no-content-type
 //		With -http, answer POSTs with a JSON body but no Content-Type.
+//	-conformance
+//		Serve what the official MCP conformance suite's server scenarios
+//		call instead of the tools, resources and prompts below (see
+//		Conformance mode, in conformance.go).
 //
 // SIGTERM (unless -ignore-sigterm) and SIGINT end the process with code 0.
 // SIGHUP is recorded and otherwise ignored. Every role handles signals alike.
@@ -530,6 +534,7 @@ type options struct {
 	noContentType            bool
 	describe                 string // -describe NAME=TEXT
 	ui                       bool   // -ui: an MCP App
+	conformance              bool   // -conformance
 }
 
 // parseFlags parses the command-line arguments args, not including the
@@ -573,6 +578,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.noContentType, "no-content-type", false, "with -http, answer POSTs without a Content-Type")
 	fs.StringVar(&o.describe, "describe", "", "list the tool NAME (without -prefix) with the description TEXT instead of its own: `NAME=TEXT`")
 	fs.BoolVar(&o.ui, "ui", false, "be an MCP App: declare the io.modelcontextprotocol/ui extension, list the resource ui://NAME/app.html and a tool \"app\" that names it in _meta.ui.resourceUri")
+	fs.BoolVar(&o.conformance, "conformance", false, "serve what the official MCP conformance suite's server scenarios call")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -672,8 +678,9 @@ type server struct {
 
 	calls int // tools/call requests received so far; used by the reading goroutine only
 
-	tasks taskStore // tasks created by task-augmented calls (tasks.go)
-	hog   [][]byte  // what the alloc tool allocated, kept; guarded by mu
+	tasks       taskStore         // tasks created by task-augmented calls (tasks.go)
+	conformance *conformanceState // with -conformance only (conformance.go)
+	hog         [][]byte          // what the alloc tool allocated, kept; guarded by mu
 }
 
 func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
@@ -692,6 +699,9 @@ func newServer(opts *options, stdin, stdout, stderr *os.File) *server {
 		states:     make(map[string]string),
 	}
 	s.addTools()
+	if opts.conformance {
+		s.conformance = new(conformanceState)
+	}
 	return s
 }
 

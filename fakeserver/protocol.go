@@ -292,6 +292,9 @@ func (s *server) request(id json.RawMessage, m message) {
 		}
 		decodeParams(m.Params, &p) // keep what could be decoded
 		e.Capabilities = compact(p.Capabilities)
+		if s.conformance != nil {
+			s.conformance.setClientCapabilities(p.Capabilities)
+		}
 	}
 	var mm *modernMeta
 	var metaErr *rpcError
@@ -364,6 +367,9 @@ func (s *server) handle(c *call, m message, tc *toolCall) {
 	defer c.cancel()
 	if name, ok := methodCapabilities[m.Method]; ok && (!s.opts.capabilities[name] || s.opts.unlisted[name] && strings.HasSuffix(m.Method, "/list")) {
 		c.fail(codeMethodNotFound, "method not found: "+m.Method)
+		return
+	}
+	if s.conformance != nil && s.conformanceHandle(c, m, tc) {
 		return
 	}
 	switch m.Method {

@@ -55,7 +55,7 @@ test('legacy SSE: SSEClientTransport lists and calls tools of the fakeserver and
     await client.connect(transport);
     t.after(() => client.close().catch(() => {}));
     assert.equal(client.getServerVersion().name, 'corral');
-    assert.match(transport._endpoint.href, new RegExp(`^http://127\\.0\\.0\\.1:${proc.port}/messages\\?sessionId=[0-9a-f]{32}$`));
+    assert.match(transport._endpoint.href, new RegExp(`^http://127\\.0\\.0\\.1:${proc.port}/messages\\?sessionId=[A-Za-z0-9_-]+\\.[0-9a-f]{32}$`));
 
     // Servers start in the background: list until both servers' tools are there.
     const want = ['everything__echo', 'fake__echo', 'get-sum', 'whoami', 'sample'];

@@ -1,0 +1,3 @@
+module corral-ci-replicas
+
+go 1.25.0
