@@ -34,11 +34,10 @@ func qualify(k kind, q, name string) string {
 const uiScheme = "ui://"
 
 // cutUIScheme returns uri without its "ui://", and whether it had one.
+// Only the lowercase scheme, which MCP Apps write, is taken: qualify puts
+// it back as it was.
 func cutUIScheme(uri string) (string, bool) {
-	if len(uri) >= len(uiScheme) && strings.EqualFold(uri[:len(uiScheme)], uiScheme) {
-		return uri[len(uiScheme):], true
-	}
-	return uri, false
+	return strings.CutPrefix(uri, uiScheme)
 }
 
 // unqualify returns the name that server qualifier q offers as name, a
