@@ -259,6 +259,9 @@ func (t *auditTrail) call(ctx context.Context, start time.Time, s *session, in *
 	b = appendAuditString(b, "server", server)
 	b = appendAuditString(b, "method", msg.Method)
 	b = appendAuditString(b, "name", auditItem(msg))
+	if in.serverName != "" {
+		b = appendAuditString(b, "serverName", in.serverName)
+	}
 	b = append(b, `,"durationMs":`...)
 	b = strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
 	b = appendAuditString(b, "outcome", outcome)

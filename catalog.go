@@ -20,9 +20,51 @@ const uriSeparator = "+"
 // qualifier q offers as name.
 func qualify(k kind, q, name string) string {
 	if k == kindResource || k == kindTemplate {
+		if rest, ok := cutUIScheme(name); ok {
+			// An MCP App's resource stays a ui:// URI a host renders:
+			// "ui://fs+weather/view" is the server's "ui://weather/view".
+			return uiScheme + q + uriSeparator + rest
+		}
 		return q + uriSeparator + name
 	}
 	return q + toolSeparator + name
+}
+
+// uiScheme begins the URIs of MCP Apps' resources (io.modelcontextprotocol/ui).
+const uiScheme = "ui://"
+
+// cutUIScheme returns uri without its "ui://", and whether it had one.
+// Only the lowercase scheme, which MCP Apps write, is taken: qualify puts
+// it back as it was.
+func cutUIScheme(uri string) (string, bool) {
+	return strings.CutPrefix(uri, uiScheme)
+}
+
+// unqualify returns the name that server qualifier q offers as name, a
+// name of kind k as clients see it, if name is qualify(k, q, orig).
+func unqualify(k kind, q, name string) (string, bool) {
+	if k == kindResource || k == kindTemplate {
+		if rest, ok := cutUIScheme(name); ok {
+			if orig, ok := strings.CutPrefix(rest, q+uriSeparator); ok && orig != "" {
+				return uiScheme + orig, true
+			}
+			return "", false
+		}
+		orig, ok := strings.CutPrefix(name, q+uriSeparator)
+		return orig, ok && orig != ""
+	}
+	orig, ok := strings.CutPrefix(name, q+toolSeparator)
+	return orig, ok && orig != ""
+}
+
+// unUI returns name, of kind k, without the "ui://" of a resource's URI:
+// the part a qualifier begins, for namespaces.
+func unUI(k kind, name string) string {
+	if k == kindResource || k == kindTemplate {
+		rest, _ := cutUIScheme(name)
+		return rest
+	}
+	return name
 }
 
 // catalog is what clients see of every server's lists. It is immutable once
@@ -36,6 +78,12 @@ type catalog struct {
 	// resourceNames are the names clients see of the resources in the
 	// list, by server and the server's own URI (see clientURI).
 	resourceNames map[subKey]string
+	// overrideProblems are the parts of servers' toolOverrides that their
+	// tools/list does not fit, which are not applied (overrides.go).
+	overrideProblems []overrideProblem
+	// overridden are the tools of each server with toolOverrides as they
+	// make them, kept for the next rebuild while the server's list stays.
+	overridden map[*backend]*overriddenList
 
 	mu    sync.Mutex                       // guards views, a leaf
 	views map[*view]*[numKinds]catalogList // the lists of each view that asked, built once
@@ -98,6 +146,9 @@ type catalogItem struct {
 	backend *backend        // never nil
 	raw     json.RawMessage // the object, renamed when name != orig
 	src     json.RawMessage // the object as the server sent it
+	// fixed are the arguments corral sets on a call of the tool, from its
+	// server's toolOverrides; nil for most.
+	fixed map[string]json.RawMessage
 }
 
 func (c *catalog) lookup(k kind, name string) *catalogItem {
@@ -115,15 +166,30 @@ func (c *catalog) lookup(k kind, name string) *catalogItem {
 // filter leaves out are not in the catalog. It returns the collisions, for
 // the log.
 func buildCatalog(backends []*backend) (*catalog, []string) {
-	return rebuildFrom(nil, backends)
+	return rebuildFrom(nil, backends, nil)
 }
 
 // rebuildFrom is buildCatalog where old, if not nil, is a catalog built
 // before: an item renamed in old whose server sent the same object again
 // keeps old's renamed object, so that a rebuild costs the work of what
 // changed, not a JSON round trip for every item of every prefixed server.
-func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
+//
+// A tool in withheld, by its server and the server's name for it (a
+// changed definition of a server with "pin": "block", see pins.go), is
+// left out.
+func rebuildFrom(old *catalog, backends []*backend, withheld map[subKey]bool) (*catalog, []string) {
 	cat := &catalog{}
+	for _, b := range backends {
+		if len(b.cfg.ToolOverrides) == 0 {
+			continue
+		}
+		if cat.overridden == nil {
+			cat.overridden = map[*backend]*overriddenList{}
+		}
+		o := overrideList(old, b)
+		cat.overridden[b] = o
+		cat.overrideProblems = append(cat.overrideProblems, o.problems...)
+	}
 	ns := newNamespaces(backends)
 	var collisions []string
 	for k := range numKinds {
@@ -133,7 +199,7 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 			prev = &old.lists[k]
 		}
 		var bad []string
-		cat.lists[k], c, bad = buildList(backends, k, ns, prev)
+		cat.lists[k], c, bad = buildList(backends, k, ns, prev, withheld, cat.overridden)
 		collisions = append(collisions, c...)
 		cat.invalidTools = append(cat.invalidTools, bad...)
 	}
@@ -141,6 +207,7 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 	for _, it := range cat.lists[kindResource].items {
 		cat.resourceNames[subKey{it.backend.name, it.orig}] = it.name
 	}
+	cat.rewriteUIRefs(backends)
 	return cat, collisions
 }
 
@@ -149,9 +216,10 @@ func rebuildFrom(old *catalog, backends []*backend) (*catalog, []string) {
 // prefixes nest ("a__" holds "a__b__"), the longer one's holds it.
 func namespace(backends []*backend, k kind, name string) string {
 	owner := ""
+	name = unUI(k, name)
 	for _, b := range backends {
 		p := b.cfg.Prefix
-		if p != "" && len(p) > len(owner) && strings.HasPrefix(name, qualify(k, p, "")) {
+		if p != "" && len(p) > len(owner) && strings.HasPrefix(name, unUI(k, qualify(k, p, ""))) {
 			owner = p
 		}
 	}
@@ -181,6 +249,7 @@ func (ns namespaces) of(k kind, name string) string {
 	sep := toolSeparator
 	if k == kindResource || k == kindTemplate {
 		sep = uriSeparator
+		name = unUI(k, name)
 	}
 	owner := ""
 	for i := 1; i+len(sep) <= len(name); i++ {
@@ -195,67 +264,95 @@ func (ns namespaces) of(k kind, name string) string {
 // is the same list of a catalog built before, whose renamed objects it
 // reuses. It returns the collisions, and the tools it left out for invalid
 // x-mcp-header annotations (see invalidToolLine).
-func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (catalogList, []string, []string) {
+func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, withheld map[subKey]bool, overridden map[*backend]*overriddenList) (catalogList, []string, []string) {
 	type entry struct {
-		b    *backend
-		it   backendItem
-		name string
+		b     *backend
+		it    backendItem
+		name  string
+		base  string          // the name before any qualifier: the server's, or its override's
+		obj   json.RawMessage // the object named base
+		fixed map[string]json.RawMessage
+		// headers are the tool's x-mcp-header annotations, as clients see
+		// its schema (see toolParamHeaders).
+		headers []paramHeader
 	}
-	var headers map[int][]paramHeader // the annotated tools' x-mcp-header, by index in entries
 	what := strings.TrimSuffix(kinds[k].field, "s")
 	var collisions, invalid []string
 	var entries []entry
 	owners := map[string][]string{} // plain name -> servers offering it without a prefix
 	for _, b := range backends {
-		for _, it := range b.items(k) {
-			if k == kindTool && !b.cfg.Tools.allows(it.name) {
+		items := b.items(k)
+		var over []overriddenTool
+		if o := overridden[b]; o != nil && k == kindTool {
+			items, over = o.items, o.out // the list the overrides were applied to
+		}
+		for i, it := range items {
+			if k == kindTool && (!b.cfg.Tools.allows(it.name) || withheld[subKey{b.name, it.name}]) {
 				continue
 			}
+			e := entry{b: b, it: it, base: it.name, obj: it.raw}
+			if over != nil {
+				if over[i].hidden {
+					continue
+				}
+				e.base, e.obj, e.fixed = over[i].name, over[i].raw, over[i].fixed
+			}
+			e.name = e.base
 			if k == kindTool {
 				// "Clients using the Streamable HTTP transport MUST reject
 				// tool definitions where any x-mcp-header value violates
 				// these constraints. Rejection means the client MUST exclude
 				// the invalid tool from the result of tools/list." corral
-				// serves HTTP clients whatever its servers' transports.
-				hs, err := toolParamHeaders(it.raw)
+				// serves HTTP clients whatever its servers' transports. The
+				// definition checked is the one clients see: a fixed
+				// argument's annotation is gone with its parameter.
+				hs, err := toolParamHeaders(e.obj)
 				if err != nil {
 					invalid = append(invalid, invalidToolLine(b.name, it.name, err))
 					continue
 				}
-				if hs != nil {
-					if headers == nil {
-						headers = map[int][]paramHeader{}
-					}
-					headers[len(entries)] = hs
-				}
+				e.headers = hs
 			}
-			name := it.name
 			switch {
 			case b.cfg.Prefix != "":
-				name = qualify(k, b.cfg.Prefix, it.name)
-			case ns.of(k, name) != "":
-				name = qualify(k, b.name, it.name)
-				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, it.name, ns.of(k, it.name), name))
+				e.name = qualify(k, b.cfg.Prefix, e.base)
+			case b.cfg.NoPrefix:
+				owners[e.name] = append(owners[e.name], b.name)
+			case ns.of(k, e.name) != "":
+				e.name = qualify(k, b.name, e.base)
+				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, e.base, ns.of(k, e.base), e.name))
 			default:
-				owners[name] = append(owners[name], b.name)
+				owners[e.name] = append(owners[e.name], b.name)
 			}
-			entries = append(entries, entry{b, it, name})
+			entries = append(entries, e)
 		}
+	}
+	noPrefix := func(server string) bool {
+		for _, b := range backends {
+			if b.name == server {
+				return b.cfg.NoPrefix
+			}
+		}
+		return false
 	}
 	for name, servers := range owners {
 		if len(servers) > 1 {
 			var qualified []string
 			for _, s := range servers {
-				qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+				if noPrefix(s) {
+					qualified = append(qualified, fmt.Sprintf("%q (server %q, whose prefix is false)", name, s))
+				} else {
+					qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+				}
 			}
 			collisions = append(collisions, fmt.Sprintf("servers %q all offer %s %q; it is offered as %s", servers, what, name, strings.Join(qualified, ", ")))
 		}
 	}
 	sort.Strings(collisions)
 	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
-	for i, e := range entries {
-		if e.b.cfg.Prefix == "" && len(owners[e.name]) > 1 {
-			e.name = qualify(k, e.b.name, e.it.name)
+	for _, e := range entries {
+		if e.b.cfg.Prefix == "" && !e.b.cfg.NoPrefix && len(owners[e.name]) > 1 {
+			e.name = qualify(k, e.b.name, e.base)
 		}
 		if p := ns.of(k, e.name); p != e.b.cfg.Prefix {
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: %q is in the namespace of prefix %q, which only that prefix's server may use", what, e.it.name, e.b.name, e.name, p))
@@ -265,19 +362,19 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList) (c
 			collisions = append(collisions, fmt.Sprintf("%s %q of server %q is left out: the name is taken", what, e.name, e.b.name))
 			continue
 		}
-		raw := e.it.raw
-		if e.name != e.it.name {
+		raw := e.obj
+		if e.name != e.base {
 			raw = renamed(prev, e.b, e.it, e.name)
 			if raw == nil {
-				raw = rename(e.it.raw, kinds[k].key, e.name)
+				raw = rename(e.obj, kinds[k].key, e.name)
 			}
 		}
-		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw})
-		if hs := headers[i]; hs != nil {
+		l.items = append(l.items, catalogItem{name: e.name, orig: e.it.name, backend: e.b, raw: raw, src: e.it.raw, fixed: e.fixed})
+		if e.headers != nil {
 			if l.headers == nil {
 				l.headers = map[string][]paramHeader{}
 			}
-			l.headers[e.name] = hs
+			l.headers[e.name] = e.headers
 		}
 		l.byName[e.name] = nil
 	}
@@ -413,8 +510,15 @@ func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend,
 		}
 	}
 	if best != nil {
-		// The visible template is the server's, maybe with "q+" before it.
-		return best.backend, uri[len(best.name)-len(best.orig):]
+		// The visible template is the server's, maybe qualified.
+		if best.name == best.orig {
+			return best.backend, uri
+		}
+		q := cmpOr(best.backend.cfg.Prefix, best.backend.name)
+		if orig, ok := unqualify(kindResource, q, uri); ok {
+			return best.backend, orig
+		}
+		return nil, ""
 	}
 	var offering []*backend
 	for _, b := range backends {
@@ -425,7 +529,7 @@ func resolveUnlisted(lists *[numKinds]catalogList, v *view, backends []*backend,
 		if q == "" {
 			q = b.name
 		}
-		if rest, ok := strings.CutPrefix(uri, q+uriSeparator); ok && rest != "" && (ns == "" || b.cfg.Prefix == ns) {
+		if rest, ok := unqualify(kindResource, q, uri); ok && (ns == "" || b.cfg.Prefix == ns) {
 			return b, rest
 		}
 		if b.capabilities().has(kindResource) {

@@ -304,12 +304,13 @@ func invalidToolsReport(cfg *Config) []byte {
 	return []byte(b.String())
 }
 
-// cachedTools returns the tools a server of cfg listed, as its catalog
-// cache file holds them, and whether there is one (a lazy server that has
-// run once), for -check's report of what tool definitions cost.
-func cachedTools(cfg *Config) func(server string) ([]json.RawMessage, bool) {
+// cachedTools returns the tools server s of cfg listed when it last ran,
+// as its catalog cache file holds them, and whether there is one: what
+// -check checks toolOverrides against and reports the size of, since it
+// runs no server.
+func cachedTools(cfg *Config) func(server string) ([]backendItem, bool) {
 	dir, err := cfg.catalogCacheDir()
-	return func(server string) ([]json.RawMessage, bool) {
+	return func(server string) ([]backendItem, bool) {
 		s := cfg.MCPServers[server]
 		if err != nil || s == nil {
 			return nil, false
@@ -318,6 +319,12 @@ func cachedTools(cfg *Config) func(server string) ([]json.RawMessage, bool) {
 		if err != nil {
 			return nil, false
 		}
-		return cc.Lists[kinds[kindTool].field], true
+		var items []backendItem
+		for _, raw := range cc.Lists[kinds[kindTool].field] {
+			if name, err := itemName(kindTool, raw); err == nil {
+				items = append(items, backendItem{name: name, raw: raw})
+			}
+		}
+		return items, true
 	}
 }

@@ -271,9 +271,24 @@ type ServerConfig struct {
 	// docs/protocol.md).
 	Prefix string `json:"prefix"`
 
+	// NoPrefix, set by "prefix": false, keeps the server's names as the
+	// server gives them even when another server offers the same: the
+	// other server's item is qualified instead (see buildList). An MCP
+	// App calls its server's tools by the server's own names.
+	NoPrefix bool `json:"-"`
+
 	// Tools, if set, filters the server's tools by their own names before
 	// they are aggregated: a tool not offered cannot be called.
 	Tools *ToolFilter `json:"tools"`
+
+	// ToolOverrides change how the server's tools, by their own names, look
+	// to clients (configoverrides.go, overrides.go).
+	ToolOverrides map[string]*ToolOverride `json:"toolOverrides,omitempty"`
+
+	// Pin, if "warn" or "block", records a digest of each tool's
+	// definition at first sight and acts when it changes (pins.go). If
+	// empty, off.
+	Pin string `json:"pin,omitempty"`
 
 	// Disabled servers are not started. Desktop MCP clients use the same key.
 	Disabled bool `json:"disabled"`

@@ -327,7 +327,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{
 			name: "an unknown server field far from any known one lists the known fields",
 			src:  server("github", `{"command": "npx", "frobnicate": true}`),
-			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "audit", "command", "cwd", "disabled", "env", "envFile", "failedRetry", "headers", "idleStop", "limits", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxInstances", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pingInterval", "pingTimeout", "prefix", "prerequisite", "requestTimeout", "restartDelay", "restartWindow", "sandbox", "scope", "stableAfter", "start", "tools", "type", "url"`,
+			want: `config.json: mcpServers.github: unknown field "frobnicate"; known fields are "args", "audit", "command", "cwd", "disabled", "env", "envFile", "failedRetry", "headers", "idleStop", "limits", "maxCatalogBytes", "maxCatalogItems", "maxInFlight", "maxInstances", "maxMissedPings", "maxRestartDelay", "maxRestarts", "pin", "pingInterval", "pingTimeout", "prefix", "prerequisite", "requestTimeout", "restartDelay", "restartWindow", "sandbox", "scope", "stableAfter", "start", "toolOverrides", "tools", "type", "url"`,
 		},
 		{
 			name: "a missing command is an error",

@@ -112,6 +112,7 @@ type shownServer struct {
 	IdleStop     string `json:"idleStop"`
 	Limits       any    `json:"limits,omitempty"`
 	Sandbox      any    `json:"sandbox,omitempty"`
+	Prefix       any    `json:"prefix"` // false for "prefix": false
 }
 
 // shownIdleStop returns an idleStop as -check prints it: "off" when zero.
@@ -163,7 +164,10 @@ func (c *Config) shownServer(s *ServerConfig) shownServer {
 			r.Args[i] = shown(fmt.Sprintf("args[%d]", i), a)
 		}
 	}
-	out := shownServer{ServerConfig: &r, Type: cmp.Or(s.Type, "stdio"), Scope: cmp.Or(s.Scope, scopeShared), IdleStop: shownIdleStop(r.IdleStop)}
+	out := shownServer{ServerConfig: &r, Type: cmp.Or(s.Type, "stdio"), Scope: cmp.Or(s.Scope, scopeShared), IdleStop: shownIdleStop(r.IdleStop), Prefix: s.Prefix}
+	if s.NoPrefix {
+		out.Prefix = false
+	}
 	if s.scoped() {
 		out.MaxInstances = cmp.Or(s.MaxInstances, defaultMaxInstances)
 	}

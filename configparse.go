@@ -310,6 +310,10 @@ func (p *parser) decodeServer(s *ServerConfig, entry map[string]json.RawMessage)
 		switch {
 		case key == "prerequisite":
 			p.decodePrereq(s, entry[key])
+		case key == "toolOverrides":
+			p.decodeToolOverrides(s, entry[key])
+		case key == "prefix":
+			p.decodePrefix(s, entry[key])
 		case key == "serverUrl": // Windsurf's name for url
 			if _, both := entry["url"]; both {
 				p.errorf(s.name, "serverUrl", `the entry has "url" too; keep one of the two (serverUrl is Windsurf's name for url)`)
@@ -440,6 +444,7 @@ func (p *parser) validateServer(name string, s *ServerConfig) {
 	p.validateLimits(name, s.Limits)
 	p.validateScope(name, s)
 	p.validateStart(name, s)
+	p.validatePin(s)
 	if f := s.Tools; f != nil {
 		for _, list := range []struct {
 			field    string

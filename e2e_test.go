@@ -342,6 +342,7 @@ func TestExitCodes(t *testing.T) {
 		{"a listen port over 65535 is a config error", `{"listen":"127.0.0.1:99999","mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-check"}, 2, "listen: invalid address \"127.0.0.1:99999\": the port must be a number from 0 to 65535"},
 		{"-profile without -stdio is a usage error", `{"profiles":{"p":{"servers":{"a":{}}}},"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-profile", "p"}, 2, "-profile needs -stdio"},
 		{"-profile naming no profile is a config error", `{"profiles":{"p":{"servers":{"a":{}}}},"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-stdio", "-profile", "q"}, 2, `-profile "q": `},
+		{"-accept-pins naming no pinned server is a usage error", `{"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE"]}}}`, []string{"-accept-pins", "a/echo"}, 2, `config.json has no server "a" with "pin" set`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

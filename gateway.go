@@ -77,8 +77,9 @@ type Gateway struct {
 	// last told of changes in: the next rebuild tells each session what
 	// changed from its view then to its view now.
 	catAcc *access
-	// collisions, under catMu, are the name collisions logged, so that each
-	// is logged once, when it appears, not at every rebuild while it lasts.
+	// collisions, under catMu, are the name collisions and the override
+	// problems logged, so that each is logged once, when it appears, not
+	// at every rebuild while it lasts.
 	collisions map[string]bool
 	// invalidTools, under catMu, are the tools left out for their
 	// x-mcp-header annotations that were logged (catalog.invalidTools),
@@ -89,6 +90,7 @@ type Gateway struct {
 	cat    *catalog
 	closed bool
 
+	pins           *pinStore       // the pinned tool definitions, and the changes seen (pins.go)
 	sessions       *sessionSet     // the sessions, their calls in flight and their unsent answers (session.go)
 	subs           *subscriptions  // the sessions' subscriptions to resources (subscriptions.go)
 	listens        *listens        // what serves subscriptions/listen (listen.go)
@@ -156,6 +158,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.audit.withArguments = func(server string) bool { return g.config().auditArguments(server) }
 	g.audit.counted = g.clients.called
 	g.audit.configure(cfg)
+	g.pins = newPinStore(log, cfg)
 	logContainment(log, g.cgroups, reaper != nil, cfg)
 	g.cut, g.cutOff = context.WithCancel(context.Background())
 	g.sessions = newSessionSet(g.config, g.cut, sessionHooks{
@@ -166,7 +169,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	g.serverRequests.sole = g.sessions.sole
 	g.serverRequests.seesServer = func(s *session, server string) bool { return g.sessions.viewOf(s.who).seesServer(server) }
 	g.quiet, g.endQuiet = context.WithCancel(context.Background())
-	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count, clients: func() []clientStatus {
+	g.status = statusReader{backendList: g.backendList, sessions: g.sessions.count, pins: g.pins.changed, clients: func() []clientStatus {
 		// Every named client of the config in force, and every principal
 		// that has sessions open or calls counted.
 		return g.clients.status(slices.Sorted(maps.Keys(g.config().Clients)), g.sessions.countByName())
@@ -334,6 +337,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	g.cfg, g.acc, g.backends = cfg, acc, next
 	g.mu.Unlock()
 	g.audit.configure(cfg)
+	g.pins.configure(cfg)
 	g.rebuildCatalog()
 	g.sessions.endRemoved(acc, g.log)
 	g.scopes.reconfigure(cfg)
@@ -392,8 +396,9 @@ func fingerprint(cfg *Config, s *ServerConfig) string {
 		Lazy              bool
 		Start, Stop, Kill Duration
 		MaxLine           int64
+		NoPrefix          bool
 	}{own, cfg.maxInFlight(s), cfg.supervision(s), cfg.limits(s), cfg.sandbox(s), s.isLazy(),
-		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes})
+		cfg.StartTimeout, cfg.StopGrace, cfg.KillGrace, cfg.MaxLineBytes, s.NoPrefix})
 	return string(b)
 }
 
@@ -533,7 +538,8 @@ func (g *Gateway) rebuildCatalog() {
 	g.mu.Lock()
 	old := g.cat
 	g.mu.Unlock()
-	cat, collisions := rebuildFrom(old, g.backendList())
+	backends := g.backendList()
+	cat, collisions := rebuildFrom(old, backends, g.pins.check(backends))
 	g.mu.Lock()
 	g.cat = cat
 	acc := g.acc
@@ -564,6 +570,13 @@ func (g *Gateway) rebuildCatalog() {
 				g.log.Warn("name collision: "+c, "fix", `give one of the servers a "prefix" in the config`)
 			}
 			logged[c] = true
+		}
+		for _, p := range cat.overrideProblems {
+			key := p.String()
+			if !g.collisions[key] {
+				g.log.Warn("tool override not applied: "+p.msg, "server", p.server, "tool", p.tool, "field", p.field, "fix", p.fix)
+			}
+			logged[key] = true
 		}
 		g.collisions = logged // one that ends and comes back is logged again
 	} else if oldAcc == acc {

@@ -86,6 +86,8 @@ var layerTable = []layer{
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",
 		"search.go: search mode: find_tools and call_tool, BM25 over a view's tools",
+		"overrides.go: a server's tools as its toolOverrides make them, checked against its tools/list",
+		"pins.go: pinned tool definitions: a digest at first sight, a change warned of or withheld",
 		"jsonroute.go: a client's message read for its route",
 		"uris.go: resource URIs inside results",
 		"subscriptions.go: resource subscriptions",
@@ -149,6 +151,7 @@ var layerTable = []layer{
 	}},
 	{"config", "types, defaults, loading, validation, -check", []string{
 		"config.go: the types and their defaults",
+		"configoverrides.go: toolOverrides, pin and \"prefix\": false, as the config alone can check them",
 		"replica.go: a replica's name, and the IDs that carry it",
 		"configparse.go: parsing and validation",
 		"clients.go: named clients, their tokens, and the profiles of what each sees",

@@ -68,6 +68,7 @@ type invocation struct {
 	stdio, showVersion, check, allowRemote  bool
 	clientName                              string // -client-config
 	profile                                 string // -profile: with -stdio, the profile served
+	acceptPins                              string // -accept-pins: changed tool definitions to accept
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -94,6 +95,7 @@ func (inv *invocation) parseFlags(args []string) (code int, exit bool) {
 	fs.StringVar(&inv.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&inv.logLevel, "log-level", "info", "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&inv.clientName, "client-config", "", "print the entry an MCP `client` needs to use corral with this config ("+strings.Join(clientNames(), ", ")+"), then exit")
+	fs.StringVar(&inv.acceptPins, "accept-pins", "", "accept the changed definitions of these tools of servers with \"pin\" set, and pin them: a comma-separated `list` of SERVER (every tool it lists first) or SERVER/TOOL")
 	fs.BoolVar(&inv.allowRemote, "allow-remote-without-token", false, "listen on an address other than loopback with no bearer token (warned about at every start and reload)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: corral -config FILE [-listen ADDR] [-stdio]\n       corral -check -config FILE\n       corral -client-config CLIENT -config FILE\n\n"+
@@ -190,6 +192,16 @@ func (inv *invocation) loadConfig() (code int, exit bool) {
 		fmt.Fprintf(inv.stderr, "corral: -profile %q: %s has no such profile; its profiles are %q\n", inv.profile, inv.configPath, profileNames(cfg))
 		return 2, true
 	}
+	for _, a := range strings.Split(inv.acceptPins, ",") {
+		server, _, _ := strings.Cut(a, "/")
+		if inv.acceptPins == "" {
+			break
+		}
+		if s := cfg.MCPServers[server]; s == nil || s.Pin == pinOff {
+			fmt.Fprintf(inv.stderr, "corral: -accept-pins %q: %s has no server %q with \"pin\" set; name a server whose entry sets \"pin\" (SERVER or SERVER/TOOL)\n", a, inv.configPath, server)
+			return 2, true
+		}
+	}
 	if name := selfServer(cfg); name != "" {
 		fmt.Fprintf(inv.stderr, "corral: %s: mcpServers.%s: this server is corral itself, and this corral already runs as server %q of another corral: running it would start corral inside corral without end; remove %q from %s (it is how an MCP client reaches corral, not a server for corral to run), or give corral a config of its own\n",
 			inv.configPath, quoteName(name), name, name, inv.configPath)
@@ -250,6 +262,8 @@ func (inv *invocation) checkConfig() int {
 	inv.stdout.Write(cfg.resolved())
 	inv.stdout.Write(sandboxReport(cfg, probeSandboxHost(cfg.asksNetworkSandbox())))
 	inv.stdout.Write(cfg.profilesReport(cachedItems(cfg)))
+	inv.stdout.Write(overridesReport(cfg, cachedTools(cfg)))
+	inv.stdout.Write(pinsReport(cfg))
 	inv.stdout.Write(cfg.oauthReport())
 	inv.stdout.Write(invalidToolsReport(cfg))
 	inv.stdout.Write(toolCostsReport(cachedToolCosts(cfg, cachedTools(cfg))))
@@ -329,6 +343,9 @@ func (inv *invocation) serve(stdin io.Reader) int {
 	}
 	defer reaper.Close()
 	gw := NewGateway(cfg, log, reaper)
+	if inv.acceptPins != "" {
+		gw.pins.acceptChanges(strings.Split(inv.acceptPins, ","))
+	}
 	gw.logHealth = inv.stdio
 	// One client, which servers that ask for roots at their start wait for.
 	gw.serverRequests.holdForClient = inv.stdio

@@ -33,6 +33,12 @@ func writeMetrics(w io.Writer, gw *Gateway, h *httpFrontEnd) {
 		fmt.Fprintf(&b, "corral_event_streams %d\n", h.streams.Load())
 	}
 	writeClientMetrics(&b, gw)
+	if counts := gw.pins.counts(); len(counts) > 0 {
+		metricFamily(&b, "corral_pin_changes_total", "counter", `Changed tool definitions seen of servers with "pin" set, each change once.`)
+		for _, name := range slices.Sorted(maps.Keys(counts)) {
+			fmt.Fprintf(&b, "corral_pin_changes_total{server=\"%s\"} %d\n", labelValue(name), counts[name])
+		}
+	}
 	metricFamily(&b, "corral_audit_lines_lost_total", "counter", "Lines of the audit trail that could not be written.")
 	fmt.Fprintf(&b, "corral_audit_lines_lost_total %d\n", gw.audit.lostLines())
 	writeTraceMetrics(&b, gw.tracer)

@@ -85,8 +85,31 @@ func (o *offer) capabilities(v *view) map[string]any {
 		if c["tasks"] != nil {
 			mergeTasks(caps, c["tasks"])
 		}
+		mergeExtensions(caps, c["extensions"])
 	}
 	return caps
+}
+
+// mergeExtensions adds to caps the extensions a server declares in its
+// capabilities (SEP-2133's "extensions": identifier -> settings): each
+// extension any server offers is offered, with the settings of the first
+// server, by name, that declares it; a later server's other settings for
+// it are not merged in (the specification defines no merge of settings).
+func mergeExtensions(caps map[string]any, declared json.RawMessage) {
+	var ext map[string]json.RawMessage
+	if json.Unmarshal(declared, &ext) != nil || len(ext) == 0 {
+		return
+	}
+	all, _ := caps["extensions"].(map[string]json.RawMessage)
+	if all == nil {
+		all = map[string]json.RawMessage{}
+		caps["extensions"] = all
+	}
+	for id, settings := range ext {
+		if _, ok := all[id]; !ok && id != "" {
+			all[id] = settings
+		}
+	}
 }
 
 // list answers a list request of kind k with a page of the aggregated
@@ -253,15 +276,20 @@ func (o *offer) discover(ctx context.Context, v *view) map[string]any {
 // routeByName routes a request whose params name an item of kind k: to the
 // server that offers it, with the server's own name for it in the params.
 func (o *offer) routeByName(ctx context.Context, v *view, msg *wireMsg, k kind, name string) (*backend, json.RawMessage, *wireError) {
-	b, orig, werr := o.itemByName(ctx, v, msg.Method, k, name)
+	it, werr := o.itemByName(ctx, v, msg.Method, k, name)
 	if werr != nil {
 		return nil, nil, werr
 	}
 	params := msg.Params
-	if orig != name {
-		params = setMember(params, routeName, orig)
+	if it.fixed != nil && msg.Method == "tools/call" {
+		if params, werr = withFixedArguments(params, name, it.fixed); werr != nil {
+			return nil, nil, werr
+		}
 	}
-	return b, params, nil
+	if it.orig != name {
+		params = setMember(params, routeName, it.orig)
+	}
+	return it.backend, params, nil
 }
 
 // routeByURI routes a request whose params hold a resource URI: to the
@@ -290,9 +318,10 @@ func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, 
 	var werr *wireError
 	switch refType {
 	case "ref/prompt":
-		var orig string
-		if b, orig, werr = o.itemByName(ctx, v, msg.Method, kindPrompt, refName); werr == nil {
-			ref[routeName], _ = json.Marshal(orig)
+		var it *catalogItem
+		if it, werr = o.itemByName(ctx, v, msg.Method, kindPrompt, refName); werr == nil {
+			b = it.backend
+			ref[routeName], _ = json.Marshal(it.orig)
 		}
 	case "ref/resource":
 		var orig string
@@ -315,13 +344,13 @@ func (o *offer) routeByRef(ctx context.Context, v *view, msg *wireMsg, refType, 
 	return b, params, nil
 }
 
-// itemByName returns the server that offers the item of kind k clients call
-// name, and the server's own name for it, or the error to answer method
-// with. An item outside view v is unknown, and its error's refusedBy
-// names its server for the audit trail.
-func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*backend, string, *wireError) {
+// itemByName returns the item of kind k clients call name: its server,
+// the server's own name for it, and the arguments corral fixes, if any;
+// or the error to answer method with. An item outside view v is unknown,
+// and its error's refusedBy names its server for the audit trail.
+func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, name string) (*catalogItem, *wireError) {
 	if name == "" {
-		return nil, "", &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
+		return nil, &wireError{Code: codeInvalidParams, Message: method + ": params must name the " + strings.TrimSuffix(kinds[k].field, "s")}
 	}
 	it := o.lookup(ctx, k, name)
 	if it == nil || !o.catalog().inView(v, k, name) {
@@ -329,9 +358,9 @@ func (o *offer) itemByName(ctx context.Context, v *view, method string, k kind, 
 		if it != nil {
 			werr.refusedBy = it.backend.name // for the audit trail; the client's answer is the unknown one
 		}
-		return nil, "", werr
+		return nil, werr
 	}
-	return it.backend, it.orig, nil
+	return it, nil
 }
 
 // itemByURI returns the server that serves the resource URI uri, and the

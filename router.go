@@ -35,6 +35,10 @@ type inbound struct {
 	// span is the request's span in corral while tracing is on (tracing.go);
 	// handle sets it.
 	span *span
+	// serverName is the server's own name for the tool or prompt the
+	// request names, where it is not the client's (a prefix, a collision,
+	// an override's rename), for the audit trail; serve sets it.
+	serverName string
 }
 
 // eraRules is what the gateway asks of a request's era: the little that
@@ -187,6 +191,9 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			in, msg = call, call.msg
 		}
 		routed, params, token, werr := g.route(ctx, v, msg)
+		if werr == nil && !start.IsZero() && methods[msg.Method].member == routeName {
+			in.serverName = forwardedName(msg.Params, params)
+		}
 		var b *backend
 		if werr == nil {
 			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, routed) // a session-scoped server's process of s
@@ -289,4 +296,21 @@ func carriesRequestState(params json.RawMessage) bool {
 	found := false
 	members(params, func(key string, _ []byte) { found = found || key == "requestState" || key == "inputResponses" })
 	return found
+}
+
+// forwardedName returns the name that params, a request's params as the
+// route made them for its server, give the item, if it is not the one
+// sent, the client's params, give it; else "".
+func forwardedName(sent, params json.RawMessage) string {
+	var a, b routing
+	if !scanRouting(sent, &a) {
+		json.Unmarshal(sent, &a)
+	}
+	if !scanRouting(params, &b) {
+		json.Unmarshal(params, &b)
+	}
+	if a.Name == b.Name {
+		return ""
+	}
+	return b.Name
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,6 +23,9 @@ type gatewayStatus struct {
 	// the operator's page only, never in corral://status, which a client
 	// reads.
 	Clients []clientStatus `json:"-"`
+	// PinChanges are the pinned tool definitions that changed (pins.go):
+	// for the operator's page only, as Clients.
+	PinChanges []pinChange `json:"-"`
 }
 
 // serverStatus is what the status page shows of one server.
@@ -96,19 +98,13 @@ func toolCostsReport(costs []toolCost) []byte {
 
 // cachedToolCosts returns the cost of the tools of each server of cfg whose
 // catalog tools (catalogcache.go's cachedTools) knows, for -check.
-func cachedToolCosts(cfg *Config, tools func(server string) ([]json.RawMessage, bool)) []toolCost {
+func cachedToolCosts(cfg *Config, tools func(server string) ([]backendItem, bool)) []toolCost {
 	var costs []toolCost
 	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
 		s := cfg.MCPServers[name]
-		raws, ok := tools(name)
+		items, ok := tools(name)
 		if s == nil || !ok {
 			continue
-		}
-		var items []backendItem
-		for _, raw := range raws {
-			if n, err := itemName(kindTool, raw); err == nil {
-				items = append(items, backendItem{name: n, raw: raw})
-			}
 		}
 		costs = append(costs, costOf(name, s.Tools, items))
 	}
@@ -133,6 +129,7 @@ type statusReader struct {
 	backendList func() []*backend // the backends in force, sorted by name
 	sessions    func() int        // the sessions open
 	clients     func() []clientStatus
+	pins        func() []pinChange // if nil, none
 }
 
 // status returns what the status page shows now. It is safe for concurrent
@@ -143,6 +140,9 @@ func (r statusReader) status() gatewayStatus {
 	st := gatewayStatus{Time: now, Servers: make([]serverStatus, len(backends)), Sessions: r.sessions()}
 	if r.clients != nil {
 		st.Clients = r.clients()
+	}
+	if r.pins != nil {
+		st.PinChanges = r.pins()
 	}
 	for i, b := range backends {
 		st.Servers[i].health = b.health()

@@ -180,7 +180,8 @@ type statusView struct {
 	Clients       []clientView
 	// Costs are the servers' tool definitions, largest first: what
 	// listing every tool costs a client's context.
-	Costs []costView
+	Costs      []costView
+	PinChanges []pinView
 }
 
 // costView is one server's row of the tool definitions' costs.
@@ -188,6 +189,12 @@ type costView struct {
 	Server       string
 	Tools, Bytes int
 	Tokens       int // estimated as bytes/4
+}
+
+// pinView is one changed tool definition (pins.go).
+type pinView struct {
+	Server, Tool, Mode, Since string
+	Diff                      []string
 }
 
 // clientView is one client's row: its sessions, calls and recent refusals.
@@ -232,6 +239,9 @@ func newStatusView(st gatewayStatus, now time.Time) statusView {
 	largestFirst(costs)
 	for _, c := range costs {
 		v.Costs = append(v.Costs, costView{Server: c.Server, Tools: c.Tools, Bytes: c.Bytes, Tokens: c.Bytes / 4})
+	}
+	for _, c := range st.PinChanges {
+		v.PinChanges = append(v.PinChanges, pinView{Server: c.Server, Tool: c.Tool, Mode: c.Mode, Since: c.Since.UTC().Format("2006-01-02 15:04:05 UTC"), Diff: c.Diff})
 	}
 	for _, s := range st.Servers {
 		switch s.State {
@@ -343,6 +353,15 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 {{end}}</tbody>
 </table>
 </section>
+{{end}}{{with .PinChanges}}<section id="pins">
+<h2>changed tool definitions</h2>
+{{range .}}<div class="pin-change" data-server="{{.Server}}" data-tool="{{.Tool}}">
+<h3>{{.Server}} / {{.Tool}}: {{if eq .Mode "block"}}withheld until accepted{{else}}served (pin "warn"){{end}}, since {{.Since}}</h3>
+<pre class="diff">{{range .Diff}}{{.}}
+{{end}}</pre>
+<p>Accept it: start corral with <code>-accept-pins {{.Server}}/{{.Tool}}</code>, or delete the pin file and reload.</p>
+</div>
+{{end}}</section>
 {{end}}{{with .Clients}}<section id="clients">
 <h2>clients</h2>
 <table>

@@ -18,7 +18,18 @@ import (
 // server: those its clients may have. A request that needs one goes to the
 // client whose call the server is serving, if that client declared it
 // (serverRequests.serverRequest).
-var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": map[string]bool{"listChanged": true}}
+var clientCapabilities = map[string]any{"sampling": struct{}{}, "elicitation": struct{}{}, "roots": map[string]bool{"listChanged": true},
+	// MCP Apps: corral passes a server's ui:// resources and its tools'
+	// _meta.ui on to clients, so a server may offer them; a host that
+	// renders none ignores them.
+	"extensions": map[string]any{uiExtension: map[string]any{"mimeTypes": []string{uiMimeType}}}}
+
+// The MCP Apps extension (SEP-1865): its identifier in the extensions
+// capability, and the MIME type of its resources.
+const (
+	uiExtension = "io.modelcontextprotocol/ui"
+	uiMimeType  = "text/html;profile=mcp-app"
+)
 
 // probeTimeout bounds the wait for the answer to server/discover; a legacy
 // server may not answer a request before initialize at all.

@@ -132,3 +132,72 @@ func (rw *uriRewriter) uri(i int) {
 		rw.replace(i, end, name)
 	}
 }
+
+// MCP Apps (io.modelcontextprotocol/ui) link a tool to the ui:// resource
+// a host renders for it, in the tool's _meta.ui.resourceUri (or, in the
+// extension's first drafts, _meta["ui/resourceUri"]). corral renames that
+// URI as it renames the resource (see qualify), so that the host reads it
+// back through corral from the same server.
+var uiRefMember = []byte(`resourceUri`)
+
+// rewriteUIRefs sets the resourceUri of each tool in c that has one to the
+// URI clients read the resource by (clientURI), computed from the URI in
+// the tool's object as its server sent it, so that a rebuild that reuses
+// an object rewritten before gets the same bytes. It changes c, which must
+// not be in force yet.
+func (c *catalog) rewriteUIRefs(backends []*backend) {
+	l := &c.lists[kindTool]
+	for i := range l.items {
+		it := &l.items[i]
+		if !bytes.Contains(it.src, uiRefMember) {
+			continue
+		}
+		nested, flat := toolUIRefs(it.src)
+		if nested == "" && flat == "" {
+			continue
+		}
+		it.raw = setToolUIRefs(it.raw, c.clientURIOrEmpty(backends, it.backend, nested), c.clientURIOrEmpty(backends, it.backend, flat))
+	}
+}
+
+// clientURIOrEmpty is clientURI, and "" for "".
+func (c *catalog) clientURIOrEmpty(backends []*backend, b *backend, uri string) string {
+	if uri == "" {
+		return ""
+	}
+	return c.clientURI(backends, b, uri)
+}
+
+// toolUIRefs returns the URIs a tool's object names in _meta.ui.resourceUri
+// and _meta["ui/resourceUri"], each "" if it has none.
+func toolUIRefs(tool json.RawMessage) (nested, flat string) {
+	var t struct {
+		Meta struct {
+			UI struct {
+				ResourceURI string `json:"resourceUri"`
+			} `json:"ui"`
+			Flat string `json:"ui/resourceUri"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(tool, &t)
+	return t.Meta.UI.ResourceURI, t.Meta.Flat
+}
+
+// setToolUIRefs returns tool with the URIs toolUIRefs reads set to nested
+// and flat, each where it is not "".
+func setToolUIRefs(tool json.RawMessage, nested, flat string) json.RawMessage {
+	var fields, meta, ui map[string]json.RawMessage
+	if json.Unmarshal(tool, &fields) != nil || json.Unmarshal(fields["_meta"], &meta) != nil || meta == nil {
+		return tool
+	}
+	if nested != "" && json.Unmarshal(meta["ui"], &ui) == nil && ui != nil {
+		ui["resourceUri"], _ = json.Marshal(nested)
+		meta["ui"], _ = json.Marshal(ui)
+	}
+	if flat != "" {
+		meta["ui/resourceUri"], _ = json.Marshal(flat)
+	}
+	fields["_meta"], _ = json.Marshal(meta)
+	out, _ := json.Marshal(fields)
+	return out
+}

@@ -161,13 +161,24 @@ func loadAdapter(path string) (*Adapter, error) {
 // "remote").
 type serverSpec struct {
 	Name      string
-	flags     []string // fakeserver flags beyond the suite's own
-	prefix    string   // the gateway's prefix for the server's names, if any (setting "prefix")
-	url       string   // a remote server's URL; "" for one the gateway runs
-	typ       string   // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
-	limits    limits   // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
-	noNetwork bool     // the gateway is to run the server without network (setting "noNetwork")
-	scope     string   // "session": a process of the server per client session (setting "sessionScope"); "client": per named client (setting "clientScope")
+	flags     []string                        // fakeserver flags beyond the suite's own
+	prefix    string                          // the gateway's prefix for the server's names, if any (setting "prefix")
+	url       string                          // a remote server's URL; "" for one the gateway runs
+	typ       string                          // a remote server's transport: "http" (Streamable HTTP) or "sse" (HTTP+SSE)
+	limits    limits                          // the resource limits the gateway is to set (settings "memoryLimit", "pidsLimit")
+	noNetwork bool                            // the gateway is to run the server without network (setting "noNetwork")
+	scope     string                          // "session": a process of the server per client session (setting "sessionScope"); "client": per named client (setting "clientScope")
+	overrides map[string]templateToolOverride // by the server's tool name (setting "toolOverrides")
+}
+
+// templateToolOverride is what a case asks the gateway to change of one
+// of a server's tools (setting "toolOverrides"): its JSON is corral's
+// toolOverrides entry; another adapter's template writes its own form.
+type templateToolOverride struct {
+	Name           string         `json:"name,omitempty"`           // the name clients see, before any prefix
+	Description    string         `json:"description,omitempty"`    // a new description
+	Hide           bool           `json:"hide,omitempty"`           // not listed, not callable
+	FixedArguments map[string]any `json:"fixedArguments,omitempty"` // set by the gateway, not in the schema clients see
 }
 
 // clientSpec is a named client a case asks the gateway to know (setting
@@ -228,6 +239,9 @@ type templateServer struct {
 	MemoryLimitBytes int64
 	PidsLimit        int
 	Scope            string // "session" for a process of the server per client session; "" for the gateway's default
+	// ToolOverrides change the server's tools as clients see them, by the
+	// server's tool names (setting "toolOverrides"); nil for none.
+	ToolOverrides map[string]templateToolOverride
 }
 
 // templateData is what adapter templates see.
@@ -409,6 +423,9 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		if s.scope == "client" && !adapter.has("clientScope") {
 			skip(t, "the adapter has no clientScope setting (a process of a server per named client, with the client's own env)")
 		}
+		if len(s.overrides) > 0 && !adapter.has("toolOverrides") {
+			skip(t, "the adapter has no toolOverrides setting (a tool renamed, hidden or with fixed arguments)")
+		}
 		if s.noNetwork && !adapter.has("noNetwork") {
 			skip(t, "the adapter has no noNetwork setting")
 		}
@@ -451,7 +468,7 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 		args := append([]string{"-state", g.stateDir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
 			CommandLine: shellQuote(append([]string{fakeserverBin}, args...)), Prefix: s.prefix, NoNetwork: s.noNetwork,
-			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids, Scope: s.scope})
+			MemoryLimit: s.limits.memoryText(), MemoryLimitBytes: s.limits.memory, PidsLimit: s.limits.pids, Scope: s.scope, ToolOverrides: s.overrides})
 	}
 	for _, c := range opts.clients {
 		token := hex.EncodeToString(randomBytes(t, 32))

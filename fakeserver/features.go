@@ -20,9 +20,10 @@ type capabilities struct {
 	Completions *struct{}              `json:"completions,omitempty"`
 	Logging     *struct{}              `json:"logging,omitempty"`
 	Tasks       *tasksCapability       `json:"tasks,omitempty"`
-	// Extensions, in server/discover, declares the 2026-07-28 tasks
-	// extension when tasks are declared.
-	Extensions map[string]struct{} `json:"extensions,omitempty"`
+	// Extensions declares MCP Apps' extension (-ui) and, in
+	// server/discover, the 2026-07-28 tasks extension when tasks are
+	// declared.
+	Extensions map[string]any `json:"extensions,omitempty"`
 }
 
 type listChangedCapability struct {
@@ -56,7 +57,22 @@ func (s *server) capabilities() capabilities {
 	if declared["tasks"] {
 		c.Tasks = &tasksCapability{}
 	}
+	if s.opts.ui {
+		c.Extensions = map[string]any{appExtension: map[string]any{"mimeTypes": []string{appMimeType}}}
+	}
 	return c
+}
+
+// The MCP Apps extension (-ui): its identifier, the MIME type of its
+// resources.
+const (
+	appExtension = "io.modelcontextprotocol/ui"
+	appMimeType  = "text/html;profile=mcp-app"
+)
+
+// appURI returns the URI of -ui's app resource.
+func (s *server) appURI() string {
+	return "ui://" + s.opts.name + "/app.html"
 }
 
 // resourceURI returns the URI of the server's resource at path.
@@ -91,6 +107,9 @@ func (s *server) listResources(c *call, params json.RawMessage) {
 	all := []resourceDescriptor{
 		{URI: s.resourceURI("hello"), Name: "hello", MimeType: "text/plain"},
 		{URI: s.resourceURI("counter"), Name: "counter"},
+	}
+	if s.opts.ui {
+		all = append(all, resourceDescriptor{URI: s.appURI(), Name: "app", MimeType: appMimeType})
 	}
 	start, end, ok := s.page(c, params, len(all))
 	if !ok {
@@ -133,9 +152,13 @@ func (s *server) readResource(c *call, params json.RawMessage) {
 		c.fail(code, "resource not found: "+p.URI)
 		return
 	}
+	mime := "text/plain"
+	if s.opts.ui && p.URI == s.appURI() {
+		mime = appMimeType
+	}
 	c.reply(struct {
 		Contents []resourceContents `json:"contents"`
-	}{[]resourceContents{{URI: p.URI, MimeType: "text/plain", Text: text}}})
+	}{[]resourceContents{{URI: p.URI, MimeType: mime, Text: text}}})
 }
 
 // resourceText returns the text of the resource at uri. It reports false if
@@ -144,6 +167,10 @@ func (s *server) resourceText(uri string) (string, bool) {
 	switch uri {
 	case s.resourceURI("hello"):
 		return "hello from " + s.opts.name, true
+	case s.appURI():
+		if s.opts.ui {
+			return "<!doctype html><title>app of " + s.opts.name + "</title>", true
+		}
 	case s.resourceURI("counter"):
 		s.mu.Lock()
 		defer s.mu.Unlock()

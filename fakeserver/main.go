@@ -550,7 +550,9 @@ type options struct {
 	httpAddr                 string // -http
 	sseAddr                  string // -sse
 	noContentType            bool
-	conformance              bool // -conformance
+	describe                 string // -describe NAME=TEXT
+	ui                       bool   // -ui: an MCP App
+	conformance              bool   // -conformance
 }
 
 // parseFlags parses the command-line arguments args, not including the
@@ -595,6 +597,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.httpAddr, "http", "", "serve Streamable HTTP at `addr` (host:port) instead of stdio")
 	fs.StringVar(&o.sseAddr, "sse", "", "serve the HTTP+SSE transport of 2024-11-05 at `addr` (host:port) instead of stdio")
 	fs.BoolVar(&o.noContentType, "no-content-type", false, "with -http, answer POSTs without a Content-Type")
+	fs.StringVar(&o.describe, "describe", "", "list the tool NAME (without -prefix) with the description TEXT instead of its own: `NAME=TEXT`")
+	fs.BoolVar(&o.ui, "ui", false, "be an MCP App: declare the io.modelcontextprotocol/ui extension, list the resource ui://NAME/app.html and a tool \"app\" that names it in _meta.ui.resourceUri")
 	fs.BoolVar(&o.conformance, "conformance", false, "serve what the official MCP conformance suite's server scenarios call")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -620,6 +624,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		err = fmt.Errorf("invalid -era %q: want legacy, modern or both", o.era)
 	case !slices.Contains([]string{roleServer, roleSleeper, roleDaemonizer}, o.role):
 		err = fmt.Errorf("invalid -role %q: want server, sleeper or daemonizer", o.role)
+	case o.describe != "" && !strings.Contains(o.describe, "="):
+		err = fmt.Errorf("invalid -describe %q: want NAME=TEXT", o.describe)
 	case o.httpAddr != "" && o.sseAddr != "":
 		err = fmt.Errorf("-http and -sse exclude each other")
 	case o.extraTools < 0 || o.pageSize < 0 || o.hugeCatalog < 0 || o.crashAfter < 0 || o.stderrAtStart < 0 || o.readyFD < 0:

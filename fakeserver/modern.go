@@ -243,7 +243,10 @@ type discoverResult struct {
 func (s *server) discover(c *call) {
 	caps := s.capabilities()
 	if caps.Tasks != nil {
-		caps.Extensions = map[string]struct{}{tasksExtension: {}}
+		if caps.Extensions == nil {
+			caps.Extensions = map[string]any{}
+		}
+		caps.Extensions[tasksExtension] = struct{}{}
 	}
 	c.reply(discoverResult{SupportedVersions: s.supportedVersions(), Capabilities: caps})
 }

@@ -468,11 +468,12 @@ func (s *server) initialize(id, params json.RawMessage) {
 
 // toolDescriptor describes a tool in the result of tools/list.
 type toolDescriptor struct {
-	Name        string       `json:"name"`
-	Description string       `json:"description"`
-	InputSchema any          `json:"inputSchema"`           // an inputSchema, or a tool's own schema
-	Annotations *annotations `json:"annotations,omitempty"` // -read-only
-	Execution   *execution   `json:"execution,omitempty"`   // the task tool, with tasks declared
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema any            `json:"inputSchema"`           // an inputSchema, or a tool's own schema
+	Annotations *annotations   `json:"annotations,omitempty"` // -read-only
+	Execution   *execution     `json:"execution,omitempty"`   // the task tool, with tasks declared
+	Meta        map[string]any `json:"_meta,omitempty"`       // -ui's app tool
 }
 
 // execution says how a tool may be called (MCP 2025-11-25).
@@ -519,6 +520,12 @@ func (s *server) listTools(c *call, params json.RawMessage) {
 		}
 		if s.opts.readOnly[strings.TrimPrefix(t.name, s.opts.prefix)] {
 			d.Annotations = &annotations{ReadOnlyHint: true}
+		}
+		if name, text, _ := strings.Cut(s.opts.describe, "="); name != "" && s.opts.prefix+name == t.name {
+			d.Description = text
+		}
+		if s.opts.ui && t.name == s.opts.prefix+"app" {
+			d.Meta = map[string]any{"ui": map[string]any{"resourceUri": s.appURI()}}
 		}
 		r.Tools = append(r.Tools, d)
 	}

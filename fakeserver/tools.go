@@ -133,6 +133,10 @@ func (s *server) addTools() {
 		add("bad_header", "Has x-mcp-header on a number, which MCP 2026-07-28 forbids: a client leaves it out.", nil, s.echoArgs)
 		s.byName[s.opts.prefix+"bad_header"].schema = json.RawMessage(`{"type":"object","properties":{"ratio":{"type":"number","x-mcp-header":"Ratio"}}}`)
 	}
+	if s.opts.ui {
+		add("app", "An MCP App's tool: answers \"app\"; its view is the resource its _meta.ui.resourceUri names.", nil,
+			func(c *call, _ json.RawMessage) { replyText(c, "app") })
+	}
 	for i := range s.opts.extraTools {
 		add(fmt.Sprintf("tool_%03d", i), "Extra tool: answers like whoami.", nil, s.whoami)
 	}
