@@ -339,3 +339,25 @@ func TestModernTaskStatusesGoToTheOwnersListenStreams(t *testing.T) {
 		t.Errorf("listen for taskIds without the extension = %s %+v, want -32021 naming it", refused.Result, refused.Error)
 	}
 }
+
+// TestTaskWatchersReplayTheLastStatusOnce: a stream that asks for a task
+// hears its last status first, then each new one, until it stops; a
+// status dropped with no stream (nil) is not replayed.
+func TestTaskWatchersReplayTheLastStatusOnce(t *testing.T) {
+	var w taskWatchers
+	w.publish(json.RawMessage(`1`)) // no stream: kept as the last
+	var got []string
+	stop := w.add(func(p json.RawMessage) { got = append(got, string(p)) })
+	w.publish(json.RawMessage(`2`))
+	stop()
+	w.publish(json.RawMessage(`3`))
+	if strings.Join(got, ",") != "1,2" || w.watched() {
+		t.Errorf("the stream heard %v (watched after stop: %v), want 1 (the last) then 2, and nothing after it stopped", got, w.watched())
+	}
+	w.publish(nil)
+	got = nil
+	defer w.add(func(p json.RawMessage) { got = append(got, string(p)) })()
+	if len(got) != 0 {
+		t.Errorf("a stream after the last was dropped heard %v, want nothing", got)
+	}
+}
