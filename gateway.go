@@ -176,7 +176,7 @@ func NewGateway(cfg *Config, log *slog.Logger, reaper *orphanReaper) *Gateway {
 	}}
 	g.notices = newServerNotices(g.sessions, g.status.status, func(v *view) func(string) bool { return visibleServers(g.currentCatalog(), v) })
 	g.forwarder = forwarder{config: g.config, requests: g.serverRequests, cut: g.cut, owned: &g.owned, answerReply: g.answerReply}
-	g.listens = newListens(log, g.subs, g.sessions.add, g.sessions.endSession, g.quiet.Done())
+	g.listens = newListens(log, g.subs, g.tasks, g.sessions.add, g.sessions.endSession, g.quiet.Done())
 	*g.events = gatewayEvents{changed: g.backendChanged, sessions: g.sessions, subs: g.subs, tasks: g.tasks, requests: g.serverRequests, notices: g.notices}
 	warnNoCacheDir(cfg, log)
 	g.tracer = newTracer(cfg.Tracing, log)

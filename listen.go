@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 )
 
 // subscriptions/listen, the 2026-07-28 era's way to hear of changes: a
@@ -21,6 +22,9 @@ import (
 type listens struct {
 	log  *slog.Logger
 	subs *subscriptions // what a listening session subscribes to resources through
+	// tasks are the modern clients' tasks, whose statuses a listen request
+	// may ask for (the tasks extension's taskIds).
+	tasks *taskTable
 	// open adds a listening session to the sessions that hear of changes
 	// (sessionSet.add), and end ends it (Gateway.endSession).
 	open, end func(s *session)
@@ -28,31 +32,47 @@ type listens struct {
 }
 
 // newListens returns what serves subscriptions/listen: its sessions
-// subscribe through subs, are opened with open and ended with end, and
-// their requests are answered when quiet is closed (see the fields of
-// listens).
-func newListens(log *slog.Logger, subs *subscriptions, open, end func(*session), quiet <-chan struct{}) *listens {
-	return &listens{log: log, subs: subs, open: open, end: end, quiet: quiet}
+// subscribe through subs and hear of the tasks of tasks, are opened with
+// open and ended with end, and their requests are answered when quiet is
+// closed (see the fields of listens).
+func newListens(log *slog.Logger, subs *subscriptions, tasks *taskTable, open, end func(*session), quiet <-chan struct{}) *listens {
+	return &listens{log: log, subs: subs, tasks: tasks, open: open, end: end, quiet: quiet}
 }
 
 // listen serves subscriptions/listen: the changes of the lists the client
 // asks for, and the updates of the resources it names, go on the request's
 // stream, each with the request's ID as its subscription ID, until the
 // client closes the stream (or cancels the request) or corral shuts down.
-// The listening session is who's: it hears only of what who sees.
-func (l *listens) listen(ctx context.Context, who principal, msg *wireMsg, send func([]byte)) *reply {
+// The listening session is who's: it hears only of what who sees. The
+// statuses of the tasks it names in taskIds (the tasks extension, which
+// caps, the client's capabilities, must declare) go on it as
+// notifications/tasks, of those tasks who created only (see
+// taskWatchers).
+func (l *listens) listen(ctx context.Context, who principal, caps capabilities, msg *wireMsg, send func([]byte)) *reply {
 	var p struct {
 		Notifications *struct {
 			Tools     bool     `json:"toolsListChanged"`
 			Prompts   bool     `json:"promptsListChanged"`
 			Resources bool     `json:"resourcesListChanged"`
 			URIs      []string `json:"resourceSubscriptions"`
+			TaskIDs   []string `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if json.Unmarshal(msg.Params, &p) != nil || p.Notifications == nil {
 		return errorReply(msg.ID, &wireError{Code: codeInvalidParams, Message: `subscriptions/listen: params must hold "notifications", the notifications wanted`})
 	}
 	n := p.Notifications
+	if len(n.TaskIDs) > 0 && !declaresTasks(caps) {
+		// "Servers MUST return this error for non-declaring clients
+		// requesting task notifications on subscriptions/listen."
+		return errorReply(msg.ID, missingTasksCapability("subscriptions/listen's taskIds"))
+	}
+	var tasks []*task
+	for _, id := range n.TaskIDs {
+		if tk := l.tasks.ownedModern(who, id); tk != nil && !slices.Contains(tasks, tk) {
+			tasks = append(tasks, tk)
+		}
+	}
 	want := map[string]bool{
 		kinds[kindTool].changed:           n.Tools,
 		kinds[kindPrompt].changed:         n.Prompts,
@@ -91,9 +111,29 @@ func (l *listens) listen(ctx context.Context, who principal, msg *wireMsg, send 
 	if len(honoured) > 0 {
 		ack["resourceSubscriptions"] = honoured
 	}
+	// "In its acknowledgement notification, the server includes the list
+	// of task IDs it has agreed to send task status notifications for":
+	// a task of another principal's, or one corral does not know, is left
+	// out.
+	var taskIDs []string
+	for _, tk := range tasks {
+		taskIDs = append(taskIDs, tk.id)
+	}
+	if len(taskIDs) > 0 {
+		ack["taskIds"] = taskIDs
+	}
 	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": ack})
 	line, _ := encodeNotification("notifications/subscriptions/acknowledged", params)
 	send(line[:len(line)-1])
+	// Only now: "The server MUST NOT send any notification on the
+	// subscription before acknowledging it."
+	for _, tk := range tasks {
+		stop := tk.watch.add(func(status json.RawMessage) {
+			line, _ := encodeNotification("notifications/tasks", setMeta(status, metaSubscriptionID, subID))
+			send(line[:len(line)-1])
+		})
+		defer stop()
+	}
 	select {
 	case <-ctx.Done():
 		if !errors.Is(context.Cause(ctx), errShuttingDown) {

@@ -249,7 +249,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 	case opSetLevel:
 		result, err = g.sessions.setLogLevel(s, msg.Params)
 	case opListen:
-		return g.listens.listen(ctx, s.who, msg, send)
+		return g.listens.listen(ctx, s.who, in.caps, msg, send)
 	default:
 		err = in.rules.notServed(msg.Method)
 	}

@@ -37,6 +37,9 @@ type task struct {
 	modern, legacyServer bool
 	seq                  int64     // the order of creation, for tasks/list
 	expires              time.Time // when the server may forget it (its ttl); zero if never
+	// watch is, for a modern task, the listen streams that asked for its
+	// statuses (tasksmodern.go).
+	watch taskWatchers
 }
 
 // taskKey names a task as its server knows it: server is the backend's
@@ -502,11 +505,11 @@ func (t *taskTable) status(b *backend, params json.RawMessage) {
 }
 
 // tell passes params, a server's status of tk, to tk's session with
-// corral's ID for it. A 2026-07-28 client has no stream to hear it on: it
-// polls tasks/get.
+// corral's ID for it; a 2026-07-28 client's task's, to the listen streams
+// of its owner that asked for it (tellModern).
 func (t *taskTable) tell(tk *task, params json.RawMessage) {
 	if tk.modern {
-		tk.b.log.Debug("task status of a 2026-07-28 client's task not passed on: the client polls tasks/get", "task", tk.key.id)
+		t.tellModern(tk, params)
 		return
 	}
 	note, _ := encodeNotification("notifications/tasks/status", setMember(params, "taskId", tk.id))

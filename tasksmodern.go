@@ -27,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -157,7 +158,9 @@ func (t *taskTable) forwardModern(ctx context.Context, s *session, in *inbound, 
 	var ms int64
 	json.Unmarshal(state[ttlMember], &ms)
 	tk := t.insert(&task{who: s.who, modern: true, legacyServer: legacyServer}, b, calledTool(in.msg.Params), id, time.Duration(max(ms, 0))*time.Millisecond, time.Now())
-	t.takeHeld(tk) // no stream to pass them on: the client polls
+	for _, held := range t.takeHeld(tk) {
+		t.tell(tk, held) // no stream asked for it yet: kept as its last (see taskWatchers)
+	}
 	if !legacyServer {
 		return resultReply(in.msg.ID, clientTaskID(res, tk.id))
 	}
@@ -291,9 +294,123 @@ func (t *taskTable) legacyState(ctx context.Context, tk *task) (json.RawMessage,
 			out["result"] = clientTaskID(a.Result, tk.id)
 		}
 	case "input_required":
-		out["status"] = json.RawMessage(`"working"`)
-		out["statusMessage"], _ = json.Marshal(fmt.Sprintf("server %q waits for input, which corral passes only to 2025-11-25 clients (tasks/result); the task will not go on", tk.b.name))
+		hideInput(out, tk)
 	}
 	res, _ := json.Marshal(out)
 	return res, nil
+}
+
+// hideInput shows out, the state of tk that waits for input on its
+// 2025-11-25 server, as working, with a statusMessage that says why (see
+// legacyState).
+func hideInput(out map[string]json.RawMessage, tk *task) {
+	out["status"] = json.RawMessage(`"working"`)
+	out["statusMessage"], _ = json.Marshal(fmt.Sprintf("server %q waits for input, which corral passes only to 2025-11-25 clients (tasks/result); the task will not go on", tk.b.name))
+}
+
+// taskWatchers are the subscriptions/listen streams that asked for a
+// modern task's statuses (notifications/tasks), each by a number of its
+// own, and the task's last status, which a stream that asks later hears
+// first: a status a server sent before any stream could name the task (it
+// came with, or before, the answer that created it) is not lost. Its
+// methods are safe for concurrent use.
+//
+// Lock order: mu is held while the streams' sends are called, which do not
+// block (session.send's) and take no lock of corral's.
+type taskWatchers struct {
+	mu   sync.Mutex
+	n    int
+	fns  map[int]func(params json.RawMessage)
+	last json.RawMessage
+}
+
+// add makes send hear the task's statuses from now on, the last one first
+// if there is one, until stop is called.
+func (w *taskWatchers) add(send func(params json.RawMessage)) (stop func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fns == nil {
+		w.fns = map[int]func(json.RawMessage){}
+	}
+	w.n++
+	n := w.n
+	w.fns[n] = send
+	if w.last != nil {
+		send(w.last)
+	}
+	return func() {
+		w.mu.Lock()
+		delete(w.fns, n)
+		w.mu.Unlock()
+	}
+}
+
+// publish makes params the task's last status and sends it to every
+// stream that asked for it; with params nil, it only forgets the last.
+func (w *taskWatchers) publish(params json.RawMessage) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = params
+	if params == nil {
+		return
+	}
+	for _, send := range w.fns {
+		send(params)
+	}
+}
+
+// watched reports whether a stream asks for the task's statuses.
+func (w *taskWatchers) watched() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.fns) > 0
+}
+
+// tellModern passes params, a server's status of tk, a modern client's
+// task, to the listen streams of tk's owner that asked for it, as the
+// extension's notifications/tasks: "Each notification carries a complete
+// DetailedTask for the current status, identical to what tasks/get would
+// have returned at that moment", under corral's ID. A 2026-07-28 server's
+// status is passed as it is, but for the ID; a 2025-11-25 server's is
+// translated as tasks/get's answer is (see legacyState), and when it says
+// the task ended, with its result or error inlined, which takes a call to
+// the server: made on a goroutine of t.group, and only if a stream asks
+// for it (otherwise the task's last status is forgotten: a stream that
+// asks later hears nothing of it, and the client polls tasks/get).
+func (t *taskTable) tellModern(tk *task, params json.RawMessage) {
+	if !tk.legacyServer {
+		tk.watch.publish(clientTaskID(params, tk.id))
+		return
+	}
+	var st map[string]json.RawMessage
+	if json.Unmarshal(params, &st) != nil {
+		return
+	}
+	var status string
+	json.Unmarshal(st["status"], &status)
+	switch status {
+	case "completed", "failed":
+		if !tk.watch.watched() {
+			tk.watch.publish(nil)
+			return
+		}
+		t.group.goOrRun(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), t.config().requestTimeout(tk.b.cfg))
+			defer cancel()
+			res, werr := t.legacyState(ctx, tk)
+			if werr != nil {
+				tk.b.log.Debug("task status of a 2026-07-28 client's task not passed on: its result could not be had", "task", tk.key.id, "err", werr.Message)
+				return
+			}
+			tk.watch.publish(res)
+		})
+		return
+	case "input_required":
+		out := modernTaskState(st, tk.id)
+		hideInput(out, tk)
+		params, _ = json.Marshal(out)
+	default:
+		params, _ = json.Marshal(modernTaskState(st, tk.id))
+	}
+	tk.watch.publish(params)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -216,5 +217,147 @@ func TestModernTasksOfAModernServerPassUnderCorralsIDs(t *testing.T) {
 	result(t, m, &got)
 	if status != 200 || got.TaskID != created.TaskID || got.Status != "cancelled" {
 		t.Errorf("tasks/cancel = %d %s, want the server's answer under corral's ID", status, m.Result)
+	}
+}
+
+// listenTo opens a subscriptions/listen stream, ID "L", asking for the
+// statuses of taskIDs, as the client of token (none if empty) with caps,
+// and returns its messages; the stream is closed when the test ends.
+func listenTo(t *testing.T, url, token, caps string, taskIDs ...string) <-chan *wireMsg {
+	t.Helper()
+	ids, _ := json.Marshal(taskIDs)
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"taskIds":` + string(ids) + `},` + modernMeta(caps) + `}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make(chan *wireMsg, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(msgs)
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			readEvents(resp.Body, func(m *wireMsg) { msgs <- m })
+			return
+		}
+		m := new(wireMsg)
+		json.NewDecoder(resp.Body).Decode(m)
+		msgs <- m
+	}()
+	return msgs
+}
+
+// nextOn returns the next message of msgs, failing the test if none comes.
+func nextOn(t *testing.T, msgs <-chan *wireMsg, what string) *wireMsg {
+	t.Helper()
+	select {
+	case m, ok := <-msgs:
+		if !ok {
+			t.Fatalf("%s: the listen stream ended", what)
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing on the listen stream", what)
+	}
+	return nil
+}
+
+// TestModernTaskStatusesGoToTheOwnersListenStreams: a 2026-07-28 client
+// that names its task in a subscriptions/listen's taskIds hears its
+// statuses as notifications/tasks under corral's ID: first the one
+// fakeserver sent before the answer that created the task (held, then
+// kept as the task's last), then its completion with the result inlined,
+// as tasks/get shows it. Another principal naming the task is not
+// acknowledged for it and hears nothing of it (only of its own task), and
+// a client that does not declare the extension gets -32021.
+func TestModernTaskStatusesGoToTheOwnersListenStreams(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"clients":{"alice":{"tokenFile":`+tokenFile(t, aliceToken)+`},"bob":{"tokenFile":`+tokenFile(t, bobToken)+`}},
+		"mcpServers":{"a":{"command":"FAKE","args":["-state","STATE","-name","a","-capabilities","tools,tasks"]}}}`)
+	create := func(token string) string {
+		t.Helper()
+		_, m, _ := modernPost(t, tg.url, "tools/call", `{"name":"task","arguments":{"ms":5000,"early":true},`+modernMeta(tasksCaps)+`}`, "Authorization", "Bearer "+token)
+		var tk modernTask
+		result(t, m, &tk)
+		if tk.ResultType != "task" || tk.TaskID == "" {
+			t.Fatalf("tools/call of task = %s %+v, want a task", m.Result, m.Error)
+		}
+		return tk.TaskID
+	}
+	mine, theirs := create(aliceToken), create(bobToken)
+	alice := listenTo(t, tg.url, aliceToken, tasksCaps, mine)
+	bob := listenTo(t, tg.url, bobToken, tasksCaps, mine, theirs)
+
+	ack := nextOn(t, alice, "alice's acknowledgement")
+	if ack.Method != "notifications/subscriptions/acknowledged" || !strings.Contains(string(ack.Params), `"taskIds":["`+mine+`"]`) {
+		t.Fatalf("alice's first message = %s %s, want the acknowledgement of her task", ack.Method, ack.Params)
+	}
+	var st struct {
+		modernTask
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	m := nextOn(t, alice, "the early status")
+	json.Unmarshal(m.Params, &st)
+	if m.Method != "notifications/tasks" || st.TaskID != mine || st.Status != "working" || st.TTLMs == nil || string(st.Meta[metaSubscriptionID]) != `"L"` {
+		t.Errorf("alice's second message = %s %s, want the early working status under corral's ID %q with the subscription ID", m.Method, m.Params, mine)
+	}
+	m = nextOn(t, alice, "the completion")
+	st = struct {
+		modernTask
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}{}
+	json.Unmarshal(m.Params, &st)
+	if m.Method != "notifications/tasks" || st.TaskID != mine || st.Status != "completed" || !strings.Contains(string(st.Result), `"task done 5000"`) {
+		t.Errorf("alice's third message = %s %s, want the completed task with its result inlined", m.Method, m.Params)
+	}
+
+	ack = nextOn(t, bob, "bob's acknowledgement")
+	if ack.Method != "notifications/subscriptions/acknowledged" || !strings.Contains(string(ack.Params), `"taskIds":["`+theirs+`"]`) {
+		t.Fatalf("bob's first message = %s %s, want the acknowledgement of his task alone", ack.Method, ack.Params)
+	}
+	// Alice's task was created first and ends first: had her statuses
+	// reached bob, they would come before his task's end.
+	for done := false; !done; {
+		m := nextOn(t, bob, "bob's task's statuses")
+		if strings.Contains(string(m.Params), mine) {
+			t.Fatalf("bob heard of alice's task: %s %s", m.Method, m.Params)
+		}
+		done = strings.Contains(string(m.Params), `"completed"`)
+	}
+
+	refused := nextOn(t, listenTo(t, tg.url, aliceToken, `{}`, mine), "the refusal")
+	if refused.Error == nil || refused.Error.Code != codeMissingCapability || !strings.Contains(string(refused.Error.Data), tasksExtension) {
+		t.Errorf("listen for taskIds without the extension = %s %+v, want -32021 naming it", refused.Result, refused.Error)
+	}
+}
+
+// TestTaskWatchersReplayTheLastStatusOnce: a stream that asks for a task
+// hears its last status first, then each new one, until it stops; a
+// status dropped with no stream (nil) is not replayed.
+func TestTaskWatchersReplayTheLastStatusOnce(t *testing.T) {
+	var w taskWatchers
+	w.publish(json.RawMessage(`1`)) // no stream: kept as the last
+	var got []string
+	stop := w.add(func(p json.RawMessage) { got = append(got, string(p)) })
+	w.publish(json.RawMessage(`2`))
+	stop()
+	w.publish(json.RawMessage(`3`))
+	if strings.Join(got, ",") != "1,2" || w.watched() {
+		t.Errorf("the stream heard %v (watched after stop: %v), want 1 (the last) then 2, and nothing after it stopped", got, w.watched())
+	}
+	w.publish(nil)
+	got = nil
+	defer w.add(func(p json.RawMessage) { got = append(got, string(p)) })()
+	if len(got) != 0 {
+		t.Errorf("a stream after the last was dropped heard %v, want nothing", got)
 	}
 }
