@@ -1,0 +1,111 @@
+package conformance
+
+import (
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	adapterFlag = flag.String("adapter", "", "the gateway's adapter `file` (default: $CONFORMANCE_ADAPTER, else adapters/corral.json)")
+	binFlag     = flag.String("bin", "", "an installed gateway `executable` to run instead of the one the adapter installs (default: $CONFORMANCE_BIN)")
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(floorEnv); addr != "" {
+		serveFloor(addr) // this process is the benchmarks' HTTP floor
+		return
+	}
+	flag.Parse()
+	c := Config{Adapter: *adapterFlag, Bin: *binFlag}
+	if c.Adapter == "" {
+		c.Adapter = os.Getenv("CONFORMANCE_ADAPTER")
+	}
+	if c.Adapter == "" {
+		c.Adapter = "adapters/corral.json"
+	}
+	if c.Bin == "" {
+		c.Bin = os.Getenv("CONFORMANCE_BIN")
+	}
+	if err := Setup(c); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		Teardown()
+		os.Exit(2)
+	}
+	code := m.Run()
+	if rs := Results(); len(rs) > 0 {
+		table := Markdown(rs)
+		fmt.Print("\n" + table)
+		if path := os.Getenv("CONFORMANCE_REPORT"); path != "" {
+			os.WriteFile(path, []byte(table), 0o644)
+		}
+	}
+	Teardown()
+	os.Exit(code)
+}
+
+// TestConformance runs every case against the adapter's gateway, each a
+// subtest: go test ./conformance -run /CrashLoop runs one.
+func TestConformance(t *testing.T) {
+	RunCases(t, Cases())
+}
+
+// TestRegistryListsEveryCase: every case (a Test function that calls
+// guarantee) is in a non-test file and in the registry, once, with a line
+// saying what it guarantees; the command runs only what the registry lists.
+func TestRegistryListsEveryCase(t *testing.T) {
+	listed := map[string]int{}
+	for _, c := range Cases() {
+		listed[c.Name]++
+		if c.Guarantee == "" || strings.Contains(c.Guarantee, "\n") {
+			t.Errorf("case %s: its guarantee in registry.go must be one line, not %q", c.Name, c.Guarantee)
+		}
+	}
+	files, _ := filepath.Glob("*.go")
+	found := 0
+	for _, file := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || !callsGuarantee(fn) {
+				continue
+			}
+			name := strings.TrimPrefix(fn.Name.Name, "Test")
+			switch {
+			case strings.HasSuffix(file, "_test.go"):
+				t.Errorf("case %s is in %s, a test file: the command cannot run it. Move it to a non-test file (git mv %s %s) and list it in registry.go with its one-line guarantee",
+					name, file, file, strings.TrimSuffix(file, "_test.go")+".go")
+			case listed[name] != 1:
+				t.Errorf("case %s (%s) is listed %d times in registry.go, want once, with its one-line guarantee", name, file, listed[name])
+				found++
+			default:
+				found++
+			}
+		}
+	}
+	if found != len(listed) {
+		t.Errorf("registry.go lists %d cases; the non-test files hold %d functions that call guarantee(t)", len(listed), found)
+	}
+}
+
+func callsGuarantee(fn *ast.FuncDecl) bool {
+	found := false
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "guarantee" {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
