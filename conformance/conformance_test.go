@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var (
@@ -108,4 +109,53 @@ func callsGuarantee(fn *ast.FuncDecl) bool {
 		return !found
 	})
 	return found
+}
+
+// TestWrongAdapterIsToldWhichFieldToFix: an adapter whose command exits,
+// whose url nobody answers or answers with no MCP, or whose toolName names
+// no tool listed, is refused before any case runs, within seconds, by an
+// error that names the field to fix.
+func TestWrongAdapterIsToldWhichFieldToFix(t *testing.T) {
+	saved := adapter
+	t.Cleanup(func() { adapter = saved })
+	for _, tc := range []struct {
+		name  string
+		edit  func(a *Adapter)
+		want  []string
+		bound time.Duration
+	}{
+		{"a command that exits", func(a *Adapter) { a.Command = []string{"sh", "-c", "echo no such flag: -config >&2; exit 2"} },
+			[]string{"fix command", "exit status 2", "no such flag"}, 5 * time.Second},
+		{"a url nobody answers", func(a *Adapter) { a.URL = "http://127.0.0.1:1/mcp" },
+			[]string{"url http://127.0.0.1:1/mcp: nothing answers", "fix url"}, 5 * time.Second},
+		{"a url with the wrong path", func(a *Adapter) { a.URL = strings.Replace(a.URL, "/mcp", "/nope", 1) },
+			[]string{"fix url's path", "404"}, 10 * time.Second},
+		{"a toolName that names no tool", func(a *Adapter) { a.ToolName = "{{.Server}}.{{.Tool}}" },
+			[]string{"toolName", `"pre.pre_whoami"`, `as "pre_whoami"`, "fix toolName"}, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := *saved
+			a.readyFor = 6 * time.Second // a port nobody answers is reported after a sixth: 1 s
+			tc.edit(&a)
+			adapter = &a
+			start := time.Now()
+			err := preflight(&a)
+			took := time.Since(start)
+			if err == nil {
+				t.Fatalf("preflight accepted the adapter with %s", tc.name)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("preflight's error lacks %q:\n%v", w, err)
+				}
+			}
+			if took > tc.bound {
+				t.Errorf("preflight took %s to refuse %s, want under %s", took, tc.name, tc.bound)
+			}
+		})
+	}
+	adapter = saved
+	if err := preflight(saved); err != nil {
+		t.Errorf("preflight refused the adapter as shipped: %v", err)
+	}
 }

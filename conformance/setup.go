@@ -117,7 +117,7 @@ func Setup(c Config) error {
 		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		a.version = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	}
-	return nil
+	return preflight(a)
 }
 
 // Teardown removes what Setup made.
