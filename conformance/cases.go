@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -330,12 +329,12 @@ func TestCrashLoopRestartsSlowDownAndStopWhileOthersServe(t *testing.T) {
 		fatal(t, "the crashing server was started %d time(s); want restarts (at least 3 starts) before the gateway gives up", len(starts))
 	}
 	// The gateway's delay before a restart is the time from the server's
-	// exit (which it records) to its next start. A delay that grows, as a
-	// doubling backoff's does, puts the last delay well above the smallest,
-	// whatever the start-up overhead: at least half as long again. (The
-	// gaps between starts carry that overhead too, so a delay that exactly
-	// doubles does not double the gap.) Load can stretch a delay, never
-	// shorten it: the smallest is the least stretched.
+	// exit (which it records) to its next start: the gaps between starts
+	// also carry the start-up overhead, so a delay that exactly doubles
+	// does not double the gap. A delay that grows, as a doubling backoff's
+	// does, puts the later half of the delays well above the earlier half:
+	// their mean at least 1.75 times (doubling gives 2 or more; a constant
+	// delay, with 50% jitter and a loaded machine's noise, stays near 1).
 	var delays []time.Duration
 	for i := 1; i < len(starts); i++ {
 		from := starts[i-1].Start
@@ -346,8 +345,16 @@ func TestCrashLoopRestartsSlowDownAndStopWhileOthersServe(t *testing.T) {
 		}
 		delays = append(delays, starts[i].Start.Sub(from))
 	}
-	if smallest, last := slices.Min(delays), delays[len(delays)-1]; 2*last < 3*smallest {
-		fail(t, "the restarts did not slow down: the last delay (from the server's exit to its next start) is %s, the smallest %s, want at least half as long again (delays %v)", last, smallest, delays)
+	half := len(delays) / 2
+	mean := func(ds []time.Duration) time.Duration {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		return sum / time.Duration(len(ds))
+	}
+	if early, late := mean(delays[:half]), mean(delays[len(delays)-half:]); 4*late < 7*early {
+		fail(t, "the restarts did not slow down: the later delays (from the server's exit to its next start) average %s, the earlier %s, want at least 1.75 times as long: a delay that grows (delays %v)", late, early, delays)
 	}
 	if len(ready) > 0 {
 		if _, err := callText(t, g.newSession(), "steady", "echo", map[string]any{"text": "ok"}); err != nil {

@@ -159,3 +159,32 @@ func TestWrongAdapterIsToldWhichFieldToFix(t *testing.T) {
 		t.Errorf("preflight refused the adapter as shipped: %v", err)
 	}
 }
+
+// TestREADMEResultsTableIsGenerated: README.md's results table is the one
+// the command makes from the runs in results/ (corral-conformance -table
+// -readme README.md results/*.jsonl), not typed.
+func TestREADMEResultsTableIsGenerated(t *testing.T) {
+	files, _ := filepath.Glob("results/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no runs in results/")
+	}
+	var runs [][]Result
+	for _, f := range files {
+		rs, err := ReadJSONLines(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, rs)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := Between(string(readme), "results table")
+	if !ok {
+		t.Fatal("README.md has no <!-- begin results table --> and <!-- end results table --> lines")
+	}
+	if want := Table(runs); got != want {
+		t.Errorf("README.md's results table is not the one generated from results/*.jsonl: run\n\tgo run ./cmd/corral-conformance -table -readme README.md results/*.jsonl\n(in conformance/)")
+	}
+}

@@ -110,7 +110,7 @@ func ReplaceTable(file, name, table string) error {
 func replaceBetween(doc, name, table string) (string, error) {
 	begin, end := "<!-- begin "+name+" -->\n", "<!-- end "+name+" -->"
 	i := strings.Index(doc, begin)
-	j := strings.Index(doc, end)
+	j := strings.Index(doc[max(i, 0):], end) + max(i, 0)
 	if i < 0 || j < i {
 		return "", fmt.Errorf("no lines %q and %q to put the table between", strings.TrimSpace(begin), end)
 	}
@@ -121,7 +121,7 @@ func replaceBetween(doc, name, table string) (string, error) {
 func Between(doc, name string) (string, bool) {
 	begin, end := "<!-- begin "+name+" -->\n", "<!-- end "+name+" -->"
 	i := strings.Index(doc, begin)
-	j := strings.Index(doc, end)
+	j := strings.Index(doc[max(i, 0):], end) + max(i, 0)
 	if i < 0 || j < i {
 		return "", false
 	}
