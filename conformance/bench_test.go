@@ -304,7 +304,7 @@ func startBenchGateway(b *testing.B, specs []serverSpec) *benchGateway {
 	g := &benchGateway{dir: b.TempDir()}
 	b.Cleanup(func() { killMarked(g.dir) })
 	caseDir := b.TempDir()
-	data := templateData{Dir: adapter.dir, CaseDir: caseDir, ConfigPath: caseDir + "/config.json", StateDir: g.dir, Port: freePortB(b)}
+	data := templateData{Dir: adapter.dir, Source: sourceDir, Bin: adapter.bin, CaseDir: caseDir, ConfigPath: caseDir + "/config.json", StateDir: g.dir, Port: freePortB(b)}
 	for _, s := range specs {
 		args := append([]string{"-state", g.dir, "-name", s.Name, "-prefix", s.Name + "_", "-lifetime", "10m"}, s.flags...)
 		data.Servers = append(data.Servers, templateServer{Name: s.Name, Command: fakeserverBin, Args: args,
@@ -391,22 +391,6 @@ func requireLinuxB(b *testing.B) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		b.Skip("the benchmarks read /proc, which only Linux has")
 	}
-}
-
-// status returns a field of /proc/PID/status in KiB (VmRSS, VmHWM) or as a
-// count (Threads).
-func status(pid int, field string) float64 {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseFloat(f[0], 64)
-				return n
-			}
-		}
-	}
-	return 0
 }
 
 func BenchmarkMemory(b *testing.B) {

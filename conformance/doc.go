@@ -6,14 +6,18 @@
 // cancellation) passes through, from the outside: what clients receive, and
 // what the fake servers record about themselves and what /proc says of them.
 //
-// By default it runs against corral, built from the parent directory:
+// The cases are ordinary Go tests in the package's non-test files, listed
+// in registry.go. go test runs them against corral, built from the parent
+// directory, or against any gateway through an adapter file:
 //
 //	go test ./conformance
+//	go test ./conformance -run /CrashLoop -args -adapter adapters/supergateway.json
 //
-// and against any other gateway through an adapter file:
+// and the command cmd/corral-conformance runs them without a clone,
+// writing JUnit XML, Markdown and JSON lines:
 //
-//	go test ./conformance -adapter adapters/supergateway.json
-//	CONFORMANCE_ADAPTER=adapters/supergateway.json go test ./conformance
+//	go run github.com/corral-mcp/corral/conformance/cmd/corral-conformance@latest -adapter adapter.json -junit junit.xml
 //
-// README.md documents the adapter format and records results.
+// README.md documents the adapter format, how to add a case, and records
+// results.
 package conformance

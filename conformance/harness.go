@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,13 +22,13 @@ import (
 	"time"
 )
 
-var adapterFlag = flag.String("adapter", "", "the gateway's adapter `file` (default: $CONFORMANCE_ADAPTER, else adapters/corral.json)")
-
 // Adapter says how to run one gateway. README.md documents every field.
 type Adapter struct {
 	Name           string     `json:"name"`
 	About          string     `json:"about"`
 	Setup          [][]string `json:"setup"`
+	Bin            string     `json:"bin"`
+	Install        [][]string `json:"install"`
 	Version        []string   `json:"version"`
 	MaxServers     int        `json:"maxServers"`
 	ConfigTemplate string     `json:"configTemplate"`
@@ -49,6 +48,7 @@ type Adapter struct {
 
 	file     string
 	dir      string // where Setup put its files: {{.Dir}}
+	bin      string // the gateway's executable, rendered: {{.Bin}}
 	version  string
 	bound    time.Duration
 	readyFor time.Duration
@@ -105,8 +105,14 @@ var (
 func loadAdapter(path string) (*Adapter, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-adapter: %v", err)
 	}
+	return parseAdapter(path, data)
+}
+
+// parseAdapter reads an adapter; path names it in errors.
+func parseAdapter(path string, data []byte) (*Adapter, error) {
+	var err error
 	var a Adapter
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -247,6 +253,8 @@ type templateServer struct {
 // templateData is what adapter templates see.
 type templateData struct {
 	Dir, ConfigPath, StateDir, URL    string
+	Source                            string // the corral module's source directory (where go.mod is), if the suite runs from source
+	Bin                               string // the gateway's executable: the adapter's bin, or the one the user named
 	CaseDir                           string // a directory of the case's own, for the gateway's files
 	Port                              int
 	Servers                           []templateServer
@@ -278,8 +286,6 @@ type options struct {
 	traceEndpoint                                     string        // setting "tracing": the OTLP/HTTP traces URL spans go to
 	oauthIssuer                                       string        // setting "oauth": the issuer whose access tokens the gateway accepts
 }
-
-func flagParse() { flag.Parse() }
 
 // renderErr executes one of the adapter's templates.
 func renderErr(name, text string, data templateData) (string, error) {
@@ -459,7 +465,7 @@ func launchGateway(t *testing.T, servers []serverSpec, opts options) *gateway {
 
 	port := freePort(t)
 	caseDir := t.TempDir()
-	data := templateData{Dir: adapter.dir, CaseDir: caseDir, ConfigPath: filepath.Join(caseDir, "config.json"), StateDir: g.stateDir, Port: port}
+	data := templateData{Dir: adapter.dir, Source: sourceDir, Bin: adapter.bin, CaseDir: caseDir, ConfigPath: filepath.Join(caseDir, "config.json"), StateDir: g.stateDir, Port: port}
 	for _, s := range servers {
 		if s.url != "" {
 			data.Servers = append(data.Servers, templateServer{Name: s.Name, URL: s.url, Type: s.typ, Prefix: s.prefix})

@@ -166,3 +166,19 @@ func describe(dir string, pids []int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// status returns a field of /proc/PID/status in KiB (VmRSS, VmHWM) or as a
+// count (Threads).
+func status(pid int, field string) float64 {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseFloat(f[0], 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
