@@ -75,7 +75,7 @@ test('tasks extension: a 2026-07-28 client creates, polls and cancels tasks of s
     const [s1, created] = await modern(url, ids.next++, 'tools/call', { name: 'ev__simulate-research-query', arguments: { topic: 'corral' } }, { name: 'ev__simulate-research-query' });
     assert.equal(s1, 200, JSON.stringify(created));
     assert.equal(created.result.resultType, 'task', JSON.stringify(created));
-    assert.match(created.result.taskId, /^[0-9a-f]{32}$/, 'corral gives the task an ID of its own');
+    assert.match(created.result.taskId, /^[A-Za-z0-9_-]+\.[0-9a-f]{32}$/, 'corral gives the task an ID of its own: its replica, a dot, 32 hex digits');
     const done = await pollUntilEnded(url, created.result.taskId, ids);
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.match(done.result.content[0].text, /Research Report: corral/);
