@@ -382,7 +382,10 @@
 // ID being the listen request's id as sent and HONOURED the flags asked for
 // that are true and whose capability (tools, prompts or resources) is
 // declared, and resourceSubscriptions if resources is declared and the list
-// is not empty. The stream stays open until a notifications/cancelled names
+// is not empty, and taskIds (the tasks extension: -32021 unless the request
+// declares it) with those of the listed IDs that name modern tasks it knows,
+// whose statuses then come on the stream as notifications/tasks (see
+// tasks.go). The stream stays open until a notifications/cancelled names
 // ID, after which nothing more is sent on it; several streams may be open.
 //
 // Change notifications (notifications/tools/list_changed, prompts/list_changed,

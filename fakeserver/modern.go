@@ -334,6 +334,7 @@ type listenFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	TaskIDs               []string `json:"taskIds,omitempty"` // of the tasks extension
 }
 
 // A listener is an open subscriptions/listen stream.
@@ -377,6 +378,14 @@ func (s *server) listen(id, params json.RawMessage, mm *modernMeta) {
 		Notifications json.RawMessage `json:"notifications"`
 	}
 	decodeParams(params, &asked) // cannot fail: params decoded above
+	if len(p.Notifications.TaskIDs) > 0 && !mm.declaresTasks() {
+		// "If a client requests task status notifications but does not
+		// declare the io.modelcontextprotocol/tasks extension capability,
+		// the server MUST return a JSON-RPC error".
+		s.send(response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: codeMissingCapability, Message: "missing required client capability: " + tasksExtension,
+			Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]struct{}{tasksExtension: {}}}}}})
+		return
+	}
 	uris := p.Notifications.ResourceSubscriptions
 	s.record(event{Event: "listen", ID: id, Notifications: compact(asked.Notifications), URIs: uris})
 
@@ -389,6 +398,15 @@ func (s *server) listen(id, params json.RawMessage, mm *modernMeta) {
 	if declared["resources"] {
 		l.filter.ResourceSubscriptions = uris
 	}
+	// The acknowledgement lists the task IDs agreed to: the modern tasks
+	// the server knows.
+	s.tasks.mu.Lock()
+	for _, id := range p.Notifications.TaskIDs {
+		if t := s.tasks.tasks[id]; t != nil && t.modern && !slices.Contains(l.filter.TaskIDs, id) {
+			l.filter.TaskIDs = append(l.filter.TaskIDs, id)
+		}
+	}
+	s.tasks.mu.Unlock()
 	l.c = s.track(id)
 	l.c.modern = mm
 
@@ -435,5 +453,26 @@ func (s *server) notifyListeners(method, uri string) {
 			params["uri"] = uri
 		}
 		s.send(notification{JSONRPC: "2.0", Method: method, Params: params})
+	}
+}
+
+// notifyTask sends notifications/tasks with the task's detailed state to
+// every open listen stream whose taskIds name the task id, in the order the
+// streams were opened.
+func (s *server) notifyTask(id string, detailed map[string]any) {
+	s.mu.Lock()
+	var targets []*listener
+	for _, l := range s.listeners {
+		if _, open := s.inflight[l.c]; open && slices.Contains(l.filter.TaskIDs, id) {
+			targets = append(targets, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range targets {
+		params := map[string]any{"_meta": subscriptionMeta(l.c.id)}
+		for k, v := range detailed {
+			params[k] = v
+		}
+		s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks", Params: params})
 	}
 }

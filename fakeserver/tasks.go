@@ -26,8 +26,13 @@ import (
 // that declares the tasks extension (io.modelcontextprotocol/tasks, which
 // server/discover declares with tasks) creates a task too, answered as the
 // extension's CreateTaskResult (resultType "task", the state at the top,
-// ttlMs and pollIntervalMs). Called with "early": true, it sends the task's first
-// status before the answer that creates it, as server-everything does.
+// ttlMs and pollIntervalMs). Such a task's statuses go, as the extension's
+// notifications/tasks (the task's whole state, its result inlined once it
+// has completed), only to the open subscriptions/listen streams whose
+// taskIds name it, never as notifications/tasks/status. Called with
+// "early": true, a 2025-11-25 task sends its first status before the answer
+// that creates it, as server-everything does (a modern task's has no
+// stream to go to).
 // Listed with tasks declared, the task tool has execution.taskSupport
 // "optional". tasks/get, tasks/list
 // and tasks/cancel answer the task(s); tasks/result waits for the task to
@@ -70,6 +75,9 @@ type fakeTask struct {
 	// task waits for it before it asks the client.
 	asked     chan struct{}
 	askedOnce sync.Once
+	// modern says a 2026-07-28 client created it: its statuses go to the
+	// listen streams that name it (notifyTask).
+	modern bool
 }
 
 // taskStore holds the server's tasks. Its zero value is empty and ready.
@@ -118,7 +126,7 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &fakeTask{cancel: cancel, done: make(chan struct{}), asked: make(chan struct{})}
+	t := &fakeTask{cancel: cancel, done: make(chan struct{}), asked: make(chan struct{}), modern: c.modern != nil}
 	st := &s.tasks
 	st.mu.Lock()
 	if st.tasks == nil {
@@ -133,7 +141,7 @@ func (s *server) createTask(c *call, tc *toolCall) {
 	if a.Early {
 		// As server-everything does: the task's status before the answer
 		// that creates it.
-		s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
+		s.tellTask(t, state, toolResult{})
 	}
 	if c.modern != nil {
 		// The tasks extension: the server decides, and the task is the
@@ -192,7 +200,7 @@ func (s *server) taskStatus(t *fakeTask, status string) {
 	t.state.LastUpdatedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	state := t.state
 	st.mu.Unlock()
-	s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
+	s.tellTask(t, state, toolResult{})
 }
 
 // endTask moves t to status, with result, unless it has ended already, and
@@ -211,8 +219,27 @@ func (s *server) endTask(t *fakeTask, status string, result toolResult) bool {
 	close(t.done)
 	st.mu.Unlock()
 	t.cancel()
-	s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
+	s.tellTask(t, state, result)
 	return true
+}
+
+// tellTask tells the client of t's new state, with result if it has
+// completed: a 2025-11-25 task's as notifications/tasks/status, a modern
+// task's as notifications/tasks on the listen streams that name it.
+func (s *server) tellTask(t *fakeTask, state taskState, result toolResult) {
+	if !t.modern {
+		s.send(notification{JSONRPC: "2.0", Method: "notifications/tasks/status", Params: state})
+		return
+	}
+	detailed := map[string]any{"taskId": state.TaskID, "status": state.Status, "createdAt": state.CreatedAt,
+		"lastUpdatedAt": state.LastUpdatedAt, "ttlMs": state.TTL, "pollIntervalMs": state.PollInterval}
+	if state.StatusMessage != "" {
+		detailed["statusMessage"] = state.StatusMessage
+	}
+	if state.Status == "completed" {
+		detailed["result"] = map[string]any{"content": result.Content, "isError": result.IsError}
+	}
+	s.notifyTask(state.TaskID, detailed)
 }
 
 // taskRequest answers tasks/get, tasks/result, tasks/list and tasks/cancel.
