@@ -912,8 +912,13 @@ func (e *gatewayEvents) resourceUpdated(b *backend, params json.RawMessage) {
 func (e *gatewayEvents) subscribedURIs(server string) []string { return e.subs.uris(server) }
 
 // taskStatus passes a server's notifications/tasks/status to the session
-// whose task it is (taskTable.status).
+// whose task it is, or its notifications/tasks to the listen streams of the
+// modern client whose task it is (taskTable.status).
 func (e *gatewayEvents) taskStatus(b *backend, params json.RawMessage) { e.tasks.status(b, params) }
+
+// modernTaskIDs returns the server's IDs of the tasks modern clients made
+// on b (taskTable.serverTaskIDs).
+func (e *gatewayEvents) modernTaskIDs(b *backend) []string { return e.tasks.serverTaskIDs(b) }
 
 // serverLog passes a server's log message to the sessions
 // (sessionSet.serverLog), on m's reading goroutine.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 )
 
 // subscriptions/listen, the 2026-07-28 era's way to hear of changes: a
@@ -122,18 +123,37 @@ func (l *listens) listen(ctx context.Context, who principal, caps capabilities, 
 	if len(taskIDs) > 0 {
 		ack["taskIds"] = taskIDs
 	}
+	// The tasks are watched from before the acknowledgement, so that no
+	// status that comes in between is lost, but what they hear is sent
+	// only after it: "The server MUST NOT send any notification on the
+	// subscription before acknowledging it." (mu is this request's; the
+	// watchers call tell with their own lock held, and nothing here takes
+	// that lock while holding mu.)
+	var mu sync.Mutex
+	acked := false
+	var early [][]byte
+	tell := func(status json.RawMessage) {
+		line, _ := encodeNotification("notifications/tasks", setMeta(status, metaSubscriptionID, subID))
+		mu.Lock()
+		defer mu.Unlock()
+		if !acked {
+			early = append(early, line[:len(line)-1])
+			return
+		}
+		send(line[:len(line)-1])
+	}
+	for _, tk := range tasks {
+		defer tk.watch.add(tell)()
+	}
 	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": ack})
 	line, _ := encodeNotification("notifications/subscriptions/acknowledged", params)
+	mu.Lock()
 	send(line[:len(line)-1])
-	// Only now: "The server MUST NOT send any notification on the
-	// subscription before acknowledging it."
-	for _, tk := range tasks {
-		stop := tk.watch.add(func(status json.RawMessage) {
-			line, _ := encodeNotification("notifications/tasks", setMeta(status, metaSubscriptionID, subID))
-			send(line[:len(line)-1])
-		})
-		defer stop()
+	for _, l := range early {
+		send(l)
 	}
+	acked, early = true, nil
+	mu.Unlock()
 	select {
 	case <-ctx.Done():
 		if !errors.Is(context.Cause(ctx), errShuttingDown) {

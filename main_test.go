@@ -109,6 +109,7 @@ type fakeEvent struct {
 	Meta          json.RawMessage `json:"meta"`
 	Level         string          `json:"level"`
 	Reason        string          `json:"reason"`
+	Notifications json.RawMessage `json:"notifications"` // a listen's, as asked
 }
 
 // fakeProcesses returns the state of every process recorded in dir.

@@ -210,6 +210,7 @@ var methods = map[string]methodInfo{
 	"notifications/message":                    {from: fromServer, notification: true, eras: eraBoth, capability: "logging"},
 	"notifications/subscriptions/acknowledged": {from: fromServer, notification: true, eras: eraModern},
 	"notifications/tasks/status":               {from: fromServer, notification: true, eras: eraLegacy},
+	"notifications/tasks":                      {from: fromServer, notification: true, eras: eraModern}, // the tasks extension's, on a listen stream
 
 	// Notifications either side sends.
 	"notifications/cancelled": {from: fromEither, notification: true, op: opCancel, eras: eraBoth},

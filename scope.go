@@ -560,6 +560,8 @@ func (pe probeEvents) backendReady(b *backend, _ *mux) {
 
 func (pe probeEvents) subscribedURIs(string) []string { return nil }
 
+func (pe probeEvents) modernTaskIDs(*backend) []string { return nil }
+
 // sessionEvents are what a session's backend of a session-scoped server
 // reports to: what the server sends goes to session s alone.
 type sessionEvents struct {
@@ -624,6 +626,8 @@ func (se sessionEvents) serverCancelled(m *mux, params json.RawMessage) {
 }
 
 func (se sessionEvents) taskStatus(b *backend, params json.RawMessage) { se.ss.tasks.status(b, params) }
+
+func (se sessionEvents) modernTaskIDs(b *backend) []string { return se.ss.tasks.serverTaskIDs(b) }
 
 // subscribedURIs returns the server's own URIs of the session's
 // subscriptions to server's resources.
@@ -793,6 +797,8 @@ func (ce clientEvents) serverCancelled(m *mux, params json.RawMessage) {
 }
 
 func (ce clientEvents) taskStatus(b *backend, params json.RawMessage) { ce.ss.tasks.status(b, params) }
+
+func (ce clientEvents) modernTaskIDs(b *backend) []string { return ce.ss.tasks.serverTaskIDs(b) }
 
 // subscribedURIs returns the server's own URIs of the client's sessions'
 // subscriptions to server's resources, each once.

@@ -41,8 +41,8 @@ type backendEvents interface {
 	serverRequest(b *backend, m *mux, msg *wireMsg)
 	// serverLog, resourceUpdated, serverCancelled and taskStatus pass on
 	// the server's notifications/message, notifications/resources/updated,
-	// notifications/cancelled and notifications/tasks/status, on m's
-	// reading goroutine.
+	// notifications/cancelled and notifications/tasks/status (or the tasks
+	// extension's notifications/tasks), on m's reading goroutine.
 	serverLog(b *backend, params json.RawMessage)
 	resourceUpdated(b *backend, params json.RawMessage)
 	serverCancelled(m *mux, params json.RawMessage)
@@ -50,6 +50,10 @@ type backendEvents interface {
 	// subscribedURIs returns the server's own URIs of the resources of
 	// server that sessions subscribed to.
 	subscribedURIs(server string) []string
+	// modernTaskIDs returns the server's own IDs of the tasks 2026-07-28
+	// clients made on b, a 2026-07-28 server, in its current run
+	// (taskTable.serverTaskIDs).
+	modernTaskIDs(b *backend) []string
 	// stateChanged is called at each change of the backend's state that
 	// is logged, from the state the last logged change left, with its
 	// reason; it must not block.
@@ -141,6 +145,7 @@ func newBackend(events backendEvents, log *slog.Logger, instance string, reaper 
 		listed:     func() { b.saveCatalog(); events.backendChanged() },
 		told:       b.setInstructions,
 		subscribed: func() []string { return events.subscribedURIs(b.name) },
+		tasks:      func() []string { return events.modernTaskIDs(b) },
 	})
 	b.initLazy()
 	return b
@@ -634,7 +639,10 @@ func (b *backend) onNotify(msg *wireMsg, refresh chan<- struct{}, relist func())
 		b.gw.serverLog(b, msg.Params)
 	case "notifications/resources/updated":
 		b.gw.resourceUpdated(b, msg.Params)
-	case "notifications/tasks/status":
+	case "notifications/tasks/status", "notifications/tasks":
+		// The tasks extension's notifications/tasks come on corral's own
+		// listen request, whose subscription ID they carry: not the
+		// client's, which the stream that passes them on sets.
 		b.gw.taskStatus(b, msg.Params)
 	case "notifications/cancelled":
 		b.mu.Lock()

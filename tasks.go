@@ -84,6 +84,11 @@ type taskTable struct {
 	held    map[taskKey][]heldStatus
 	nheld   int
 	dropped int64
+	// relisten are the 2026-07-28 servers whose set of tasks of modern
+	// clients changed (a task was made or forgotten), whose own listen
+	// request corral sends again, with the tasks' IDs as they are now, once
+	// t.mu is let go (see relistenChanged and serverTaskIDs).
+	relisten []*backend
 }
 
 // heldStatus is a notifications/tasks/status a server sent about a task
@@ -132,6 +137,7 @@ func (t *taskTable) reserve(s *session, max int, now time.Time) *wireError {
 // reserveFor is reserve for owner, a session or a modern task's principal
 // (see task.owner).
 func (t *taskTable) reserveFor(owner any, max int, now time.Time) *wireError {
+	defer t.relistenChanged() // after the lock is let go
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id, tk := range t.byID {
@@ -184,6 +190,7 @@ func (t *taskTable) insert(tk *task, b *backend, tool, id string, ttl time.Durat
 	if ttl > 0 {
 		tk.expires = now.Add(ttl)
 	}
+	defer t.relistenChanged() // after the lock is let go
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old := t.byServer[tk.key]; old != nil {
@@ -193,7 +200,52 @@ func (t *taskTable) insert(tk *task, b *backend, tool, id string, ttl time.Durat
 	tk.seq = t.seq
 	t.byID[tk.id] = tk
 	t.byServer[tk.key] = tk
+	t.changed(tk)
 	return tk
+}
+
+// changed notes that tk, being made or forgotten, changes its server's set
+// of modern clients' tasks, if it is one of those. t.mu is held.
+func (t *taskTable) changed(tk *task) {
+	if tk.modern && !tk.legacyServer && tk.b != nil && !slices.Contains(t.relisten, tk.b) {
+		t.relisten = append(t.relisten, tk.b)
+	}
+}
+
+// relistenChanged sends again the listen request of each 2026-07-28 server
+// whose set of modern clients' tasks changed, so that it names the tasks
+// as they are now (serverTaskIDs). t.mu is not held.
+func (t *taskTable) relistenChanged() {
+	t.mu.Lock()
+	bs := t.relisten
+	t.relisten = nil
+	t.mu.Unlock()
+	for _, b := range bs {
+		b.resubscribe()
+	}
+}
+
+// serverTaskIDs returns the server's IDs of the tasks modern clients made
+// on b, a 2026-07-28 server, in its current run, oldest first: those whose
+// statuses corral's own listen request to b asks for (the extension's
+// taskIds). Each principal has at most maxTasksPerSession of them, so the
+// list is bounded.
+func (t *taskTable) serverTaskIDs(b *backend) []string {
+	run := b.currentRun()
+	t.mu.Lock()
+	var tasks []*task
+	for _, tk := range t.byID {
+		if tk.modern && !tk.legacyServer && tk.b == b && tk.run == run {
+			tasks = append(tasks, tk)
+		}
+	}
+	t.mu.Unlock()
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].seq < tasks[j].seq })
+	ids := make([]string, len(tasks))
+	for i, tk := range tasks {
+		ids[i] = tk.key.id
+	}
+	return ids
 }
 
 // drop forgets the task id and gives back its room. t.mu is held.
@@ -204,6 +256,7 @@ func (t *taskTable) drop(id string) {
 	}
 	delete(t.byID, id)
 	delete(t.byServer, tk.key)
+	t.changed(tk)
 	if t.count[tk.owner()]--; t.count[tk.owner()] <= 0 {
 		delete(t.count, tk.owner())
 	}
@@ -214,6 +267,7 @@ func (t *taskTable) forget(id string) {
 	t.mu.Lock()
 	t.drop(id)
 	t.mu.Unlock()
+	t.relistenChanged()
 }
 
 // owned returns s's task id, or nil if s has no such task.
@@ -268,6 +322,7 @@ func (t *taskTable) sessionTasks(s *session) []*task {
 // forgetWhere forgets every task for which match reports true, and
 // returns them.
 func (t *taskTable) forgetWhere(match func(*task) bool) []*task {
+	defer t.relistenChanged() // after the lock is let go
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var gone []*task

@@ -300,6 +300,11 @@ func (t *taskTable) legacyState(ctx context.Context, tk *task) (json.RawMessage,
 	return res, nil
 }
 
+// ended reports whether a task's status is one it ends in.
+func ended(status string) bool {
+	return status == "completed" || status == "failed" || status == "cancelled"
+}
+
 // hideInput shows out, the state of tk that waits for input on its
 // 2025-11-25 server, as working, with a statusMessage that says why (see
 // legacyState).
@@ -371,7 +376,11 @@ func (w *taskWatchers) watched() bool {
 // extension's notifications/tasks: "Each notification carries a complete
 // DetailedTask for the current status, identical to what tasks/get would
 // have returned at that moment", under corral's ID. A 2026-07-28 server's
-// status is passed as it is, but for the ID; a 2025-11-25 server's is
+// status (its notifications/tasks, which come on corral's own listen
+// request to it: see upstream.listenLoop) is passed as it is, but for the
+// ID and the subscription ID, which the client's stream sets; one that says
+// the task ended is not kept as its last if no stream asks for it, as for
+// a 2025-11-25 server's. A 2025-11-25 server's is
 // translated as tasks/get's answer is (see legacyState), and when it says
 // the task ended, with its result or error inlined, which takes a call to
 // the server: made on a goroutine of t.group, and only if a stream asks
@@ -379,6 +388,14 @@ func (w *taskWatchers) watched() bool {
 // asks later hears nothing of it, and the client polls tasks/get).
 func (t *taskTable) tellModern(tk *task, params json.RawMessage) {
 	if !tk.legacyServer {
+		var st struct {
+			Status string `json:"status"`
+		}
+		json.Unmarshal(params, &st)
+		if ended(st.Status) && !tk.watch.watched() {
+			tk.watch.publish(nil)
+			return
+		}
 		tk.watch.publish(clientTaskID(params, tk.id))
 		return
 	}

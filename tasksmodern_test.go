@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -337,6 +338,72 @@ func TestModernTaskStatusesGoToTheOwnersListenStreams(t *testing.T) {
 	refused := nextOn(t, listenTo(t, tg.url, aliceToken, `{}`, mine), "the refusal")
 	if refused.Error == nil || refused.Error.Code != codeMissingCapability || !strings.Contains(string(refused.Error.Data), tasksExtension) {
 		t.Errorf("listen for taskIds without the extension = %s %+v, want -32021 naming it", refused.Result, refused.Error)
+	}
+}
+
+// TestModernServersTaskStatusesGoToTheOwnersListenStreams: corral's own
+// subscriptions/listen to a 2026-07-28 server (fakeserver -era modern,
+// which sends a task's statuses only on listen streams whose taskIds name
+// it, and refuses taskIds from a request that does not declare the tasks
+// extension) names the server's IDs of the tasks modern clients made
+// there, sent again as each is made; the server's notifications/tasks then
+// reach the owner's listen stream under corral's ID and the stream's own
+// subscription ID, and never another principal's stream.
+func TestModernServersTaskStatusesGoToTheOwnersListenStreams(t *testing.T) {
+	t.Parallel()
+	tg := startGateway(t, `{"clients":{"alice":{"tokenFile":`+tokenFile(t, aliceToken)+`},"bob":{"tokenFile":`+tokenFile(t, bobToken)+`}},
+		"mcpServers":{"m":{"command":"FAKE","args":["-state","STATE","-name","m","-era","modern","-capabilities","tools,tasks"]}}}`)
+	create := func(token string) string {
+		t.Helper()
+		_, m, _ := modernPost(t, tg.url, "tools/call", `{"name":"task","arguments":{"ms":60000},`+modernMeta(tasksCaps)+`}`, "Authorization", "Bearer "+token)
+		var tk modernTask
+		result(t, m, &tk)
+		if tk.ResultType != "task" || tk.TaskID == "" {
+			t.Fatalf("tools/call of task = %s %+v, want a task", m.Result, m.Error)
+		}
+		return tk.TaskID
+	}
+	mine, theirs := create(aliceToken), create(bobToken)
+	pid := fakeProcesses(t, tg.dir)[0].PID
+	waitFor(t, 30*time.Second, "corral's listen to name both tasks by the server's IDs", func() bool {
+		return slices.ContainsFunc(fakeEvents(t, tg.dir, pid), func(e fakeEvent) bool {
+			return e.Event == "listen" && strings.Contains(string(e.Notifications), `"taskIds":["task-1","task-2"]`)
+		})
+	})
+	alice := listenTo(t, tg.url, aliceToken, tasksCaps, mine)
+	bob := listenTo(t, tg.url, bobToken, tasksCaps, mine, theirs)
+	if ack := nextOn(t, alice, "alice's acknowledgement"); ack.Method != "notifications/subscriptions/acknowledged" || !strings.Contains(string(ack.Params), `"taskIds":["`+mine+`"]`) {
+		t.Fatalf("alice's first message = %s %s, want the acknowledgement of her task", ack.Method, ack.Params)
+	}
+	if ack := nextOn(t, bob, "bob's acknowledgement"); ack.Method != "notifications/subscriptions/acknowledged" || !strings.Contains(string(ack.Params), `"taskIds":["`+theirs+`"]`) {
+		t.Fatalf("bob's first message = %s %s, want the acknowledgement of his task alone", ack.Method, ack.Params)
+	}
+	cancel := func(token, id string) {
+		t.Helper()
+		status, m, _ := modernPost(t, tg.url, "tasks/cancel", fmt.Sprintf(`{"taskId":%q,%s}`, id, modernMeta(tasksCaps)), "Mcp-Name", id, "Authorization", "Bearer "+token)
+		if status != 200 || m.Error != nil {
+			t.Fatalf("tasks/cancel of %s = %d %+v", id, status, m.Error)
+		}
+	}
+	type status struct {
+		modernTask
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	cancel(aliceToken, mine)
+	m := nextOn(t, alice, "the server's status of alice's task")
+	var st status
+	json.Unmarshal(m.Params, &st)
+	if m.Method != "notifications/tasks" || st.TaskID != mine || st.Status != "cancelled" || st.TTLMs == nil || *st.TTLMs != 60000 || string(st.Meta[metaSubscriptionID]) != `"L"` {
+		t.Errorf("alice's status = %s %s, want the server's cancelled task under corral's ID %q with her stream's subscription ID", m.Method, m.Params, mine)
+	}
+	// Alice's status has reached her stream: had it reached bob's too, it
+	// would come there before his own task's.
+	cancel(bobToken, theirs)
+	m = nextOn(t, bob, "the server's status of bob's task")
+	st = status{}
+	json.Unmarshal(m.Params, &st)
+	if m.Method != "notifications/tasks" || st.TaskID != theirs || st.Status != "cancelled" {
+		t.Errorf("bob's status = %s %s, want his own cancelled task alone (never alice's %q)", m.Method, m.Params, mine)
 	}
 }
 

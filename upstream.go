@@ -47,6 +47,10 @@ type upstreamHooks struct {
 	// subscribed returns the server's own URIs of the resources sessions
 	// subscribed to, for a modern server's listen request.
 	subscribed func() []string
+	// tasks returns the server's own IDs of the tasks 2026-07-28 clients
+	// made on it (the tasks extension), for a modern server's listen
+	// request: their statuses come on it as notifications/tasks.
+	tasks func() []string
 }
 
 // upstream is corral as the MCP client of one server. Given the mux of a
@@ -311,20 +315,34 @@ func (u *upstream) setLevel(m *mux, level string) {
 
 // listenLoop keeps a subscriptions/listen request open over m to a modern
 // server, for the notifications a legacy server sends unasked: list
-// changes, and updates of the resources sessions subscribed to
-// (hooks.subscribed). When the subscriptions change (resubscribe), the
-// request is sent again with the new set. It returns when m closes.
+// changes, updates of the resources sessions subscribed to
+// (hooks.subscribed), and the statuses of the tasks modern clients made on
+// it (hooks.tasks, the tasks extension's taskIds, with the extension
+// declared in the request's capabilities, as the extension requires). When
+// the subscriptions or the tasks change (resubscribe), the request is sent
+// again with the new sets. It returns when m closes.
 func (u *upstream) listenLoop(m *mux) {
 	for {
-		uris := u.hooks.subscribed()
-		params, _ := json.Marshal(map[string]any{"notifications": map[string]any{
-			"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
-			"resourceSubscriptions": uris,
-		}})
+		// The request can be cancelled before the sets are read: a change
+		// made while they are read sends it again.
 		ctx, cancel := context.WithCancel(context.Background())
 		u.mu.Lock()
 		u.relisten = cancel
 		u.mu.Unlock()
+		notifications := map[string]any{
+			"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+			"resourceSubscriptions": u.hooks.subscribed(),
+		}
+		listen := map[string]any{"notifications": notifications}
+		if ids := u.hooks.tasks(); len(ids) > 0 {
+			notifications["taskIds"] = ids
+			// corral's own requests declare no capabilities but this one
+			// (see modernParams): "Servers MUST return this error
+			// [-32021] for non-declaring clients requesting task
+			// notifications on subscriptions/listen."
+			listen["_meta"] = map[string]any{metaCaps: map[string]any{"extensions": map[string]any{tasksExtension: struct{}{}}}}
+		}
+		params, _ := json.Marshal(listen)
 		_, err := m.Call(ctx, "subscriptions/listen", params)
 		cancel()
 		select {
@@ -348,6 +366,9 @@ func (u *upstream) listenLoop(m *mux) {
 // resubscribe sends a modern server's listen request again, with the
 // subscriptions as they are now. It does not block.
 func (u *upstream) resubscribe() {
+	if u == nil {
+		return // a backend of a test's, which never ran
+	}
 	u.mu.Lock()
 	cancel := u.relisten
 	u.mu.Unlock()
@@ -528,9 +549,10 @@ type modernClient interface {
 }
 
 // modernParams returns params with the _meta a modern server needs: the
-// protocol version, the client's capabilities (those of c, or none for
-// corral's own requests), corral's identity unless the client gave its own,
-// and the log level the client wants, if any.
+// protocol version, the client's capabilities (those of c, or, for
+// corral's own requests, none unless params declare some: its listen
+// request's, see upstream.listenLoop), corral's identity unless the client
+// gave its own, and the log level the client wants, if any.
 func modernParams(params json.RawMessage, c caller) json.RawMessage {
 	var fields map[string]json.RawMessage
 	json.Unmarshal(params, &fields)
@@ -544,6 +566,9 @@ func modernParams(params json.RawMessage, c caller) json.RawMessage {
 	}
 	meta[metaVersion], _ = json.Marshal(modernVersion)
 	caps, logLevel := capabilities{}, ""
+	if c == nil && meta[metaCaps] != nil {
+		json.Unmarshal(meta[metaCaps], &caps)
+	}
 	if mc, ok := c.(modernClient); ok {
 		if mc.clientCaps() != nil {
 			caps = mc.clientCaps()
