@@ -407,6 +407,35 @@ func TestModernServersTaskStatusesGoToTheOwnersListenStreams(t *testing.T) {
 	}
 }
 
+// TestServerTaskIDsNameTheModernTasksOfAModernServer: corral's own listen
+// to a 2026-07-28 server names the server's IDs of the tasks modern clients
+// made there, oldest first, and not those of another server, of a
+// 2025-11-25 server (which sends notifications/tasks/status unasked) or of
+// legacy sessions; making or forgetting one sends the listen again.
+func TestServerTaskIDsNameTheModernTasksOfAModernServer(t *testing.T) {
+	tt := newTaskTable(nil, nil, nil, nil)
+	relistened := 0
+	m := &backend{name: "m", up: &upstream{relisten: func() { relistened++ }}}
+	other := &backend{name: "other"}
+	alice := clientPrincipal("alice")
+	now := time.Now()
+	first := tt.insert(&task{who: alice, modern: true}, m, "task", "task-1", 0, now)
+	tt.insert(&task{who: alice, modern: true}, m, "task", "task-2", 0, now)
+	tt.insert(&task{who: alice, modern: true, legacyServer: true}, m, "task", "task-3", 0, now)
+	tt.insert(&task{who: alice, modern: true}, other, "task", "task-4", 0, now)
+	tt.add(makeSession(nil, alice), m, "task", "task-5", 0, now)
+	if got := tt.serverTaskIDs(m); !slices.Equal(got, []string{"task-1", "task-2"}) {
+		t.Errorf("serverTaskIDs = %q, want the modern tasks of m, oldest first", got)
+	}
+	if relistened != 2 {
+		t.Errorf("m's listen was sent again %d times for its 2 modern tasks, want 2", relistened)
+	}
+	tt.forget(first.id)
+	if got := tt.serverTaskIDs(m); !slices.Equal(got, []string{"task-2"}) || relistened != 3 {
+		t.Errorf("after forgetting task-1: serverTaskIDs = %q and %d listens, want [task-2] and a listen more", got, relistened)
+	}
+}
+
 // TestTaskWatchersReplayTheLastStatusOnce: a stream that asks for a task
 // hears its last status first, then each new one, until it stops; a
 // status dropped with no stream (nil) is not replayed.
