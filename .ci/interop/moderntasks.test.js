@@ -1,6 +1,7 @@
 // Interop test of the tasks extension of MCP 2026-07-28 through corral: a
 // 2026-07-28 client (raw HTTP: the official TypeScript SDK speaks 2025-11-25)
-// creates, polls and cancels tasks of server-everything, which speaks
+// creates, polls and cancels tasks of server-everything (a research task
+// run to its end, another cancelled while it works), which speaks
 // 2025-11-25 tasks and sends each task's first status before the answer that
 // creates it, and of fakeserver.
 //
@@ -79,6 +80,15 @@ test('tasks extension: a 2026-07-28 client creates, polls and cancels tasks of s
     const done = await pollUntilEnded(url, created.result.taskId, ids);
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.match(done.result.content[0].text, /Research Report: corral/);
+
+    // server-everything's task, cancelled while it works: the cancel
+    // reaches the server under its own ID, and the task ends cancelled.
+    const [, running] = await modern(url, ids.next++, 'tools/call', { name: 'ev__simulate-research-query', arguments: { topic: 'cancel me' } }, { name: 'ev__simulate-research-query' });
+    assert.equal(running.result?.resultType, 'task', JSON.stringify(running));
+    const [s4, ack4] = await modern(url, ids.next++, 'tasks/cancel', { taskId: running.result.taskId }, { name: running.result.taskId });
+    assert.equal(s4, 200, JSON.stringify(ack4));
+    const evCancelled = await pollUntilEnded(url, running.result.taskId, ids);
+    assert.equal(evCancelled.status, 'cancelled', JSON.stringify(evCancelled));
 
     // Without the extension, a tool that runs only as a task is refused.
     const [s2, refused] = await modern(url, ids.next++, 'tools/call', { name: 'ev__simulate-research-query', arguments: { topic: 'x' } }, { caps: {}, name: 'ev__simulate-research-query' });
