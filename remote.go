@@ -768,6 +768,19 @@ func modernVersionOf(params json.RawMessage) string {
 // metaTraceContext returns the traceparent and tracestate of params' _meta
 // that can be header values (printable ASCII), or "".
 func metaTraceContext(params json.RawMessage) (traceparent, tracestate string) {
+	traceparent, tracestate = metaTraceFields(params)
+	if !printableASCII(traceparent) {
+		return "", ""
+	}
+	if !printableASCII(tracestate) {
+		tracestate = ""
+	}
+	return traceparent, tracestate
+}
+
+// metaTraceFields returns the traceparent and tracestate strings of
+// params' _meta as they are, or "".
+func metaTraceFields(params json.RawMessage) (traceparent, tracestate string) {
 	if !bytes.Contains(params, []byte(metaTraceparent)) {
 		return "", "" // the common case, decided without decoding
 	}
@@ -784,12 +797,6 @@ func metaTraceContext(params json.RawMessage) (traceparent, tracestate string) {
 			}
 		})
 	})
-	if !printableASCII(traceparent) {
-		return "", ""
-	}
-	if !printableASCII(tracestate) {
-		tracestate = ""
-	}
 	return traceparent, tracestate
 }
 

@@ -9,7 +9,6 @@ package main
 // sampled by ratio or by their parent, and exported by otlp.go.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -105,24 +104,8 @@ func appendTraceparent(b []byte, t traceID, id spanID, sampled bool) []byte {
 // valid traceparent is ignored, and so is the other source's then: the
 // request starts a trace of its own.
 func requestTraceContext(params json.RawMessage, header, state string) (traceContext, bool) {
-	if bytes.Contains(params, []byte(metaTraceparent)) {
-		var metaParent, metaState string
-		members(params, func(key string, value []byte) {
-			if key != "_meta" {
-				return
-			}
-			members(value, func(key string, value []byte) {
-				switch key {
-				case metaTraceparent:
-					json.Unmarshal(value, &metaParent)
-				case metaTracestate:
-					json.Unmarshal(value, &metaState)
-				}
-			})
-		})
-		if metaParent != "" {
-			header, state = metaParent, metaState
-		}
+	if metaParent, metaState := metaTraceFields(params); metaParent != "" {
+		header, state = metaParent, metaState
 	}
 	if header == "" {
 		return traceContext{}, false
