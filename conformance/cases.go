@@ -74,7 +74,18 @@ func TestCatalogListsEveryServersToolsByTheAdaptersNamingRule(t *testing.T) {
 
 func TestRoutingSendsEachCallToTheServerThatOwnsTheTool(t *testing.T) {
 	guarantee(t)
-	g := startGateway(t, servers("alpha", "beta", "gamma"), options{}, "alpha", "beta", "gamma")
+	specs := servers("alpha", "beta", "gamma")
+	// With prefixes, two servers whose own names for their tools are the
+	// same (shared_whoami): a gateway that found the server by that name,
+	// not by the name the client called, would send both calls to one.
+	shared := adapter.has("prefix")
+	if shared {
+		specs = append(specs, serverSpec{Name: "one", flags: []string{"-prefix", "shared_"}, prefix: "one"},
+			serverSpec{Name: "two", flags: []string{"-prefix", "shared_"}, prefix: "two"})
+	} else {
+		t.Logf("the adapter has no prefix setting: servers whose tools share a name are not tried")
+	}
+	g := startGateway(t, specs, options{}, "alpha", "beta", "gamma")
 	s := g.newSession()
 	for _, name := range []string{"gamma", "alpha", "beta"} {
 		m, err := s.call(ctxFor(t, 30*time.Second), `1`, name, "whoami", map[string]any{})
@@ -84,6 +95,30 @@ func TestRoutingSendsEachCallToTheServerThatOwnsTheTool(t *testing.T) {
 		text, err := m.text()
 		if err != nil || !strings.Contains(text, `"name":"`+name+`"`) {
 			fail(t, "%s's whoami answered %q, %v: the call reached the wrong server", name, text, err)
+		}
+	}
+	if !shared {
+		return
+	}
+	names := []string{g.toolName("two", "shared_whoami"), g.toolName("one", "shared_whoami")}
+	for deadline := time.Now().Add(adapter.readyFor); ; {
+		listed, err := s.toolNames()
+		if err == nil && contains(listed, names[0]) && contains(listed, names[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			fatal(t, "%q are not both listed within %s (%v): %v", names, adapter.readyFor, err, listed)
+		}
+		time.Sleep(100 * time.Millisecond) // the gateway gives no signal to wait on
+	}
+	for i, server := range []string{"two", "one"} {
+		m, err := s.request(ctxFor(t, 30*time.Second), fmt.Sprint(2+i), "tools/call", map[string]any{"name": names[i], "arguments": map[string]any{}})
+		if err != nil {
+			fatal(t, "calling %s: %v", names[i], err)
+		}
+		text, err := m.text()
+		if err != nil || !strings.Contains(text, `"name":"`+server+`"`) {
+			fail(t, "%s, server %s's shared_whoami, answered %q, %v: the call reached the wrong server (servers one and two both name the tool shared_whoami)", names[i], server, text, err)
 		}
 	}
 }
