@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -192,6 +194,10 @@ func (s *server) serve() {
 			s.logf("fakeserver: reading stdin: %v", err)
 		}
 		if s.opts.ignoreStdinClose {
+			// A server that runs on after its stdin ends must not die of
+			// SIGPIPE writing this line to a gateway that is gone: the
+			// cases that use it check that the gateway ends it.
+			signal.Ignore(syscall.SIGPIPE)
 			s.logf("fakeserver: stdin closed; running on")
 			select {} // until a signal or the lifetime ends the process
 		}
