@@ -670,29 +670,9 @@ func (g *Gateway) handle(ctx context.Context, s *session, in *inbound, send func
 		return nil
 	}
 	if g.tracer != nil {
-		return g.traced(ctx, s, in, send)
+		return g.tracer.request(s, in, func() *reply { return g.handleRequest(ctx, s, in, send) })
 	}
 	return g.handleRequest(ctx, s, in, send)
-}
-
-// traced is handleRequest in the request's span (tracing.go): the child
-// of the trace context the request carries, if it carries one.
-func (g *Gateway) traced(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
-	msg := in.msg
-	parent, ok := requestTraceContext(msg.Params, in.traceHeader, in.traceState)
-	in.span = g.tracer.startRequest(msg.Method, parent, ok)
-	if in.span.recording() {
-		in.span.set("mcp.method.name", msg.Method)
-		in.span.set("jsonrpc.request.id", string(msg.ID))
-		in.span.set("mcp.session.id", s.id)
-		in.span.set("corral.client", s.who.name)
-		if in.era == eraModern {
-			in.span.set("mcp.protocol.version", modernVersion)
-		}
-	}
-	r := g.handleRequest(ctx, s, in, send)
-	in.span.finish(replyOutcome(msg.Method, r))
-	return r
 }
 
 // handleRequest is handle of a request.

@@ -159,14 +159,7 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		result = g.offer.discover(ctx, v)
 	case opList:
 		if info.kind == kindTool && g.searches(s.who) {
-			var found []json.RawMessage
-			listed := g.currentCatalog().listsFor(v)[kindTool].byName
-			for _, name := range s.foundTools() {
-				if it := listed[name]; it != nil && name != findToolsName && name != callToolName { // still in the view
-					found = append(found, it.raw)
-				}
-			}
-			result, err = searchToolsPage(msg.Params, in.rules.ownMeta(), found...)
+			result, err = searchToolsPage(msg.Params, in.rules.ownMeta(), foundInView(g.currentCatalog(), v, s)...)
 			break
 		}
 		result, err = g.offer.list(ctx, v, info.kind, msg.Params, in.rules.ownMeta())
@@ -174,63 +167,10 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 			result = withStatusItem(page, msg.Params) // corral's own, which every view sees
 		}
 	case opForward:
-		if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
-			return in.rules.result(msg.ID, g.notices.readStatus(v), cacheHints{cacheable: true}) // it changes at any time: ttlMs 0
-		}
-		// Each way out writes the request's audit line (audit.go): here its
-		// outcome is known.
-		start := g.audit.clock()
-		if msg.Method == "tools/call" && g.searches(s.who) {
-			// find_tools is answered here; call_tool goes on as the
-			// tools/call it stands for, with what every call gets.
-			r, call := g.searchCall(ctx, s, v, in)
-			if r != nil {
-				g.audit.call(ctx, start, s, in, nil, nil, r)
-				return r
-			}
-			in, msg = call, call.msg
-		}
-		routed, params, token, werr := g.route(ctx, v, msg)
-		if werr == nil && !start.IsZero() && methods[msg.Method].member == routeName {
-			in.serverName = forwardedName(msg.Params, params)
-		}
-		var b *backend
-		if werr == nil {
-			b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, routed) // a session-scoped server's process of s
-		}
-		if werr != nil {
-			g.audit.call(ctx, start, s, in, routed, werr, nil)
-			return errorReply(msg.ID, werr)
-		}
-		if in.span.recording() {
-			item := auditItem(msg)
-			in.span.rename(msg.Method + " " + item)
-			in.span.set("corral.server", b.name)
-			in.span.set("gen_ai.tool.name", item)
-		}
-		var r *reply
-		switch {
-		case in.era == eraLegacy && taskAugmented(params):
-			r = g.tasks.forward(ctx, s, in, b, params, token, send)
-		case in.era == eraModern && msg.Method == "tools/call":
-			r = g.tasks.forwardModern(ctx, s, in, b, params, token, send) // a task, where the server makes one
-		default:
-			r = g.forward(ctx, s, in, b, params, token, send)
-		}
-		if r == nil || s.wasCancelled(key) {
-			g.audit.call(ctx, start, s, in, routed, nil, nil)
-			return nil // the client cancelled it: it wants no answer
-		}
-		g.audit.call(ctx, start, s, in, routed, nil, r)
-		return r
+		return g.serveForward(ctx, s, v, in, key, send)
 	case opTask:
 		start := g.audit.clock()
-		var r *reply
-		if in.era == eraModern {
-			r = g.tasks.serveModern(ctx, s, in, send)
-		} else {
-			r = g.tasks.serve(ctx, s, in, send)
-		}
+		r := g.tasks.serveEither(ctx, s, in, send)
 		if r == nil || s.wasCancelled(key) {
 			r = nil
 		}
@@ -265,6 +205,56 @@ func (g *Gateway) serve(ctx context.Context, s *session, in *inbound, key string
 		cache.ttlMs = g.offer.listTTL(v, info.kind)
 	}
 	return in.rules.result(msg.ID, raw, cache)
+}
+
+// serveForward serves a request serve forwards (op opForward) to the server
+// its routing member names, in v: the session-scoped process of s where
+// the server has one, as a task where the call makes one. Each way out
+// writes the request's audit line (audit.go): there its outcome is known.
+func (g *Gateway) serveForward(ctx context.Context, s *session, v *view, in *inbound, key string, send func([]byte)) *reply {
+	msg := in.msg
+	if msg.Method == "resources/read" && namesStatusURI(msg.Params) {
+		return in.rules.result(msg.ID, g.notices.readStatus(v), cacheHints{cacheable: true}) // it changes at any time: ttlMs 0
+	}
+	start := g.audit.clock()
+	if msg.Method == "tools/call" && g.searches(s.who) {
+		// find_tools is answered here; call_tool goes on as the
+		// tools/call it stands for, with what every call gets.
+		r, call := g.searchCall(ctx, s, v, in)
+		if r != nil {
+			g.audit.call(ctx, start, s, in, nil, nil, r)
+			return r
+		}
+		in, msg = call, call.msg
+	}
+	routed, params, token, werr := g.route(ctx, v, msg)
+	if werr == nil && !start.IsZero() && methods[msg.Method].member == routeName {
+		in.serverName = forwardedName(msg.Params, params)
+	}
+	var b *backend
+	if werr == nil {
+		b, werr = g.scopes.forSession(ctx, s, in.era == eraModern, routed) // a session-scoped server's process of s
+	}
+	if werr != nil {
+		g.audit.call(ctx, start, s, in, routed, werr, nil)
+		return errorReply(msg.ID, werr)
+	}
+	in.span.forCall(msg, b.name)
+	var r *reply
+	switch {
+	case in.era == eraLegacy && taskAugmented(params):
+		r = g.tasks.forward(ctx, s, in, b, params, token, send)
+	case in.era == eraModern && msg.Method == "tools/call":
+		r = g.tasks.forwardModern(ctx, s, in, b, params, token, send) // a task, where the server makes one
+	default:
+		r = g.forward(ctx, s, in, b, params, token, send)
+	}
+	if r == nil || s.wasCancelled(key) {
+		g.audit.call(ctx, start, s, in, routed, nil, nil)
+		return nil // the client cancelled it: it wants no answer
+	}
+	g.audit.call(ctx, start, s, in, routed, nil, r)
+	return r
 }
 
 // cacheHints are what a modern result of a cacheable method (server/discover,

@@ -49,6 +49,19 @@ var searchTools = []json.RawMessage{
 // tools/list shows after search mode's own: the last found.
 const maxFoundListed = maxFindLimit
 
+// foundInView returns the tools find_tools found for s that are still in
+// v's view of cat, as tools/list lists them (see searchToolsPage).
+func foundInView(cat *catalog, v *view, s *session) []json.RawMessage {
+	var found []json.RawMessage
+	listed := cat.listsFor(v)[kindTool].byName
+	for _, name := range s.foundTools() {
+		if it := listed[name]; it != nil && name != findToolsName && name != callToolName {
+			found = append(found, it.raw)
+		}
+	}
+	return found
+}
+
 // searchToolsPage returns the result of tools/list in search mode: the
 // tools of searchTools, then found (the tools find_tools found for the
 // session, as tools/list would list them), in one page, with meta as its

@@ -190,6 +190,16 @@ func modernTaskState(st map[string]json.RawMessage, id string) map[string]json.R
 	return out
 }
 
+// serveEither serves a task request (tasks/get, tasks/cancel, ...) in the
+// era it came: serveModern's for a 2026-07-28 request, serve's for a
+// legacy one.
+func (t *taskTable) serveEither(ctx context.Context, s *session, in *inbound, send func([]byte)) *reply {
+	if in.era == eraModern {
+		return t.serveModern(ctx, s, in, send)
+	}
+	return t.serve(ctx, s, in, send)
+}
+
 // serveModern serves a modern client's tasks/get, tasks/update or
 // tasks/cancel: on the server of the client's task its taskId names, with
 // the server's ID. A task another principal created, or one corral has

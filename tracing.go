@@ -115,6 +115,27 @@ func requestTraceContext(params json.RawMessage, header, state string) (traceCon
 	return tc, ok
 }
 
+// request runs handle, which serves in's request of session s, in the
+// request's span: the child of the trace context the request carries, if
+// it carries one. A nil *tracer must not be asked.
+func (t *tracer) request(s *session, in *inbound, handle func() *reply) *reply {
+	msg := in.msg
+	parent, ok := requestTraceContext(msg.Params, in.traceHeader, in.traceState)
+	in.span = t.startRequest(msg.Method, parent, ok)
+	if in.span.recording() {
+		in.span.set("mcp.method.name", msg.Method)
+		in.span.set("jsonrpc.request.id", string(msg.ID))
+		in.span.set("mcp.session.id", s.id)
+		in.span.set("corral.client", s.who.name)
+		if in.era == eraModern {
+			in.span.set("mcp.protocol.version", modernVersion)
+		}
+	}
+	r := handle()
+	in.span.finish(replyOutcome(msg.Method, r))
+	return r
+}
+
 // tracer makes corral's spans and hands the sampled ones to its exporter.
 // A nil *tracer traces nothing. Its methods are safe for concurrent use.
 type tracer struct {
@@ -240,6 +261,18 @@ func (sp *span) traceparentJSON() json.RawMessage {
 	b = append(b, '"')
 	b = appendTraceparent(b, sp.trace, sp.id, sp.sampled)
 	return append(b, '"')
+}
+
+// forCall names a request's span for the call it forwards to server, and
+// records the server and the item called, if the span records.
+func (sp *span) forCall(msg *wireMsg, server string) {
+	if !sp.recording() {
+		return
+	}
+	item := auditItem(msg)
+	sp.rename(msg.Method + " " + item)
+	sp.set("corral.server", server)
+	sp.set("gen_ai.tool.name", item)
 }
 
 // rename names the span anew, once what it is about is known.
