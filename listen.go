@@ -103,57 +103,19 @@ func (l *listens) listen(ctx context.Context, who principal, caps capabilities, 
 			l.log.Debug("subscriptions/listen: a resource cannot be subscribed to", "uri", uri, "err", err)
 		}
 	}
-	ack := map[string]any{}
-	for key, on := range map[string]bool{"toolsListChanged": n.Tools, "promptsListChanged": n.Prompts, "resourcesListChanged": n.Resources} {
-		if on {
-			ack[key] = true
-		}
-	}
-	if len(honoured) > 0 {
-		ack["resourceSubscriptions"] = honoured
-	}
-	// "In its acknowledgement notification, the server includes the list
-	// of task IDs it has agreed to send task status notifications for":
-	// a task of another principal's, or one corral does not know, is left
-	// out.
-	var taskIDs []string
-	for _, tk := range tasks {
-		taskIDs = append(taskIDs, tk.id)
-	}
-	if len(taskIDs) > 0 {
-		ack["taskIds"] = taskIDs
-	}
 	// The tasks are watched from before the acknowledgement, so that no
 	// status that comes in between is lost, but what they hear is sent
-	// only after it: "The server MUST NOT send any notification on the
-	// subscription before acknowledging it." (mu is this request's; the
-	// watchers call tell with their own lock held, and nothing here takes
-	// that lock while holding mu.)
-	var mu sync.Mutex
-	acked := false
-	var early [][]byte
-	tell := func(status json.RawMessage) {
-		line, _ := encodeNotification("notifications/tasks", setMeta(status, metaSubscriptionID, subID))
-		mu.Lock()
-		defer mu.Unlock()
-		if !acked {
-			early = append(early, line[:len(line)-1])
-			return
-		}
-		send(line[:len(line)-1])
-	}
+	// only after it (see heldUntilAck).
+	held := &heldUntilAck{send: send}
 	for _, tk := range tasks {
-		defer tk.watch.add(tell)()
+		defer tk.watch.add(func(status json.RawMessage) {
+			line, _ := encodeNotification("notifications/tasks", setMeta(status, metaSubscriptionID, subID))
+			held.put(line[:len(line)-1])
+		})()
 	}
-	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": ack})
+	params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: subID}, "notifications": listenAck(n.Tools, n.Prompts, n.Resources, honoured, tasks)})
 	line, _ := encodeNotification("notifications/subscriptions/acknowledged", params)
-	mu.Lock()
-	send(line[:len(line)-1])
-	for _, l := range early {
-		send(l)
-	}
-	acked, early = true, nil
-	mu.Unlock()
+	held.ack(line[:len(line)-1])
 	select {
 	case <-ctx.Done():
 		if !errors.Is(context.Cause(ctx), errShuttingDown) {
@@ -163,4 +125,65 @@ func (l *listens) listen(ctx context.Context, who principal, caps capabilities, 
 	}
 	raw, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: subID}})
 	return resultReply(msg.ID, raw)
+}
+
+// listenAck returns the notifications a listen request is acknowledged
+// for: the list changes it asked for, the resources it could subscribe to
+// (honoured), and its tasks. "In its acknowledgement notification, the
+// server includes the list of task IDs it has agreed to send task status
+// notifications for": a task of another principal's, or one corral does
+// not know, is not among tasks.
+func listenAck(tools, prompts, resources bool, honoured []string, tasks []*task) map[string]any {
+	ack := map[string]any{}
+	for key, on := range map[string]bool{"toolsListChanged": tools, "promptsListChanged": prompts, "resourcesListChanged": resources} {
+		if on {
+			ack[key] = true
+		}
+	}
+	if len(honoured) > 0 {
+		ack["resourceSubscriptions"] = honoured
+	}
+	var taskIDs []string
+	for _, tk := range tasks {
+		taskIDs = append(taskIDs, tk.id)
+	}
+	if len(taskIDs) > 0 {
+		ack["taskIds"] = taskIDs
+	}
+	return ack
+}
+
+// heldUntilAck sends a listen stream's task statuses only once the stream
+// is acknowledged: "The server MUST NOT send any notification on the
+// subscription before acknowledging it." A status told before is held,
+// then sent right after the acknowledgement. (mu is the stream's own; the
+// task watchers call put with their own lock held, and nothing here takes
+// that lock while holding mu.)
+type heldUntilAck struct {
+	send  func([]byte)
+	mu    sync.Mutex
+	acked bool
+	early [][]byte
+}
+
+// put sends line, or holds it until ack.
+func (h *heldUntilAck) put(line []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.acked {
+		h.early = append(h.early, line)
+		return
+	}
+	h.send(line)
+}
+
+// ack sends the acknowledgement line, then what was held.
+func (h *heldUntilAck) ack(line []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.send(line)
+	for _, l := range h.early {
+		h.send(l)
+	}
+	h.acked, h.early = true, nil
 }
