@@ -207,7 +207,9 @@ func TestCrashLoopBacksOffThenFailsWhileOthersServe(t *testing.T) {
 func TestFailedServerIsTriedAgainAfterItsCoolDown(t *testing.T) {
 	t.Parallel()
 	release := filepath.Join(t.TempDir(), "release")
-	tg := startGateway(t, `{"restartDelay":"20ms","maxRestarts":1,"failedRetry":"300ms","mcpServers":{
+	// failedRetry leaves a loaded machine time to connect and call while
+	// the server is still failed: with 300ms the retry had begun by then.
+	tg := startGateway(t, `{"restartDelay":"20ms","maxRestarts":1,"failedRetry":"3s","mcpServers":{
 		"flaky": {"command":"/bin/sh","args":["-c","[ -e `+release+` ] || { echo not yet >&2; exit 3; }; exec FAKE -state STATE -prefix f_"]}
 	}}`)
 	b := tg.gw.backends[0]
