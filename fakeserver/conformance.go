@@ -547,17 +547,7 @@ func (s *server) confPrompt(c *call, params json.RawMessage) {
 
 // confComplete answers completion/complete.
 func (s *server) confComplete(c *call, params json.RawMessage) {
-	var p struct {
-		Ref struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"ref"`
-		Argument struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		} `json:"argument"`
-	}
+	var p completeParams
 	if err := decodeParams(params, &p); err != nil {
 		c.fail(codeInvalidParams, "invalid params: "+err.Error())
 		return

@@ -270,19 +270,22 @@ func (s *server) getPrompt(c *call, params json.RawMessage) {
 	}{"greeting", []promptMessage{{Role: "user", Content: content{Type: "text", Text: text}}}})
 }
 
+// completeParams are the params of completion/complete.
+type completeParams struct {
+	Ref struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	} `json:"ref"`
+	Argument struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"argument"`
+}
+
 // complete answers completion/complete.
 func (s *server) complete(c *call, params json.RawMessage) {
-	var p struct {
-		Ref struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		} `json:"ref"`
-		Argument struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		} `json:"argument"`
-	}
+	var p completeParams
 	if err := decodeParams(params, &p); err != nil {
 		c.fail(codeInvalidParams, "invalid params: "+err.Error())
 		return
