@@ -260,94 +260,27 @@ func (ns namespaces) of(k kind, name string) string {
 	return owner
 }
 
+// listEntry is an item of a server as buildList places it.
+type listEntry struct {
+	b     *backend
+	it    backendItem
+	name  string
+	base  string          // the name before any qualifier: the server's, or its override's
+	obj   json.RawMessage // the object named base
+	fixed map[string]json.RawMessage
+	// headers are the tool's x-mcp-header annotations, as clients see
+	// its schema (see toolParamHeaders).
+	headers []paramHeader
+}
+
 // buildList builds the list of kind k (see buildCatalog); prev, if not nil,
 // is the same list of a catalog built before, whose renamed objects it
 // reuses. It returns the collisions, and the tools it left out for invalid
 // x-mcp-header annotations (see invalidToolLine).
 func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, withheld map[subKey]bool, overridden map[*backend]*overriddenList) (catalogList, []string, []string) {
-	type entry struct {
-		b     *backend
-		it    backendItem
-		name  string
-		base  string          // the name before any qualifier: the server's, or its override's
-		obj   json.RawMessage // the object named base
-		fixed map[string]json.RawMessage
-		// headers are the tool's x-mcp-header annotations, as clients see
-		// its schema (see toolParamHeaders).
-		headers []paramHeader
-	}
 	what := strings.TrimSuffix(kinds[k].field, "s")
-	var collisions, invalid []string
-	var entries []entry
-	owners := map[string][]string{} // plain name -> servers offering it without a prefix
-	for _, b := range backends {
-		items := b.items(k)
-		var over []overriddenTool
-		if o := overridden[b]; o != nil && k == kindTool {
-			items, over = o.items, o.out // the list the overrides were applied to
-		}
-		for i, it := range items {
-			if k == kindTool && (!b.cfg.Tools.allows(it.name) || withheld[subKey{b.name, it.name}]) {
-				continue
-			}
-			e := entry{b: b, it: it, base: it.name, obj: it.raw}
-			if over != nil {
-				if over[i].hidden {
-					continue
-				}
-				e.base, e.obj, e.fixed = over[i].name, over[i].raw, over[i].fixed
-			}
-			e.name = e.base
-			if k == kindTool {
-				// "Clients using the Streamable HTTP transport MUST reject
-				// tool definitions where any x-mcp-header value violates
-				// these constraints. Rejection means the client MUST exclude
-				// the invalid tool from the result of tools/list." corral
-				// serves HTTP clients whatever its servers' transports. The
-				// definition checked is the one clients see: a fixed
-				// argument's annotation is gone with its parameter.
-				hs, err := toolParamHeaders(e.obj)
-				if err != nil {
-					invalid = append(invalid, invalidToolLine(b.name, it.name, err))
-					continue
-				}
-				e.headers = hs
-			}
-			switch {
-			case b.cfg.Prefix != "":
-				e.name = qualify(k, b.cfg.Prefix, e.base)
-			case b.cfg.NoPrefix:
-				owners[e.name] = append(owners[e.name], b.name)
-			case ns.of(k, e.name) != "":
-				e.name = qualify(k, b.name, e.base)
-				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, e.base, ns.of(k, e.base), e.name))
-			default:
-				owners[e.name] = append(owners[e.name], b.name)
-			}
-			entries = append(entries, e)
-		}
-	}
-	noPrefix := func(server string) bool {
-		for _, b := range backends {
-			if b.name == server {
-				return b.cfg.NoPrefix
-			}
-		}
-		return false
-	}
-	for name, servers := range owners {
-		if len(servers) > 1 {
-			var qualified []string
-			for _, s := range servers {
-				if noPrefix(s) {
-					qualified = append(qualified, fmt.Sprintf("%q (server %q, whose prefix is false)", name, s))
-				} else {
-					qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
-				}
-			}
-			collisions = append(collisions, fmt.Sprintf("servers %q all offer %s %q; it is offered as %s", servers, what, name, strings.Join(qualified, ", ")))
-		}
-	}
+	entries, owners, collisions, invalid := listEntries(backends, k, ns, withheld, overridden)
+	collisions = append(collisions, sharedNameCollisions(backends, k, owners)...)
 	sort.Strings(collisions)
 	l := catalogList{byName: make(map[string]*catalogItem, len(entries))}
 	for _, e := range entries {
@@ -384,6 +317,92 @@ func buildList(backends []*backend, k kind, ns namespaces, prev *catalogList, wi
 	}
 	sort.Strings(invalid)
 	return l, collisions, invalid
+}
+
+// listEntries returns the items of kind k that backends offer, as their
+// filters, withheld (pins.go) and overrides leave them, each named as its
+// server's prefix or the namespaces of ns place it; owners, the servers
+// offering each plain name without a prefix; the items placed outside a
+// prefix's namespace, as collisions; and the tools left out for invalid
+// x-mcp-header annotations.
+func listEntries(backends []*backend, k kind, ns namespaces, withheld map[subKey]bool, overridden map[*backend]*overriddenList) (entries []listEntry, owners map[string][]string, collisions, invalid []string) {
+	what := strings.TrimSuffix(kinds[k].field, "s")
+	owners = map[string][]string{}
+	for _, b := range backends {
+		items := b.items(k)
+		var over []overriddenTool
+		if o := overridden[b]; o != nil && k == kindTool {
+			items, over = o.items, o.out // the list the overrides were applied to
+		}
+		for i, it := range items {
+			if k == kindTool && (!b.cfg.Tools.allows(it.name) || withheld[subKey{b.name, it.name}]) {
+				continue
+			}
+			e := listEntry{b: b, it: it, base: it.name, obj: it.raw}
+			if over != nil {
+				if over[i].hidden {
+					continue
+				}
+				e.base, e.obj, e.fixed = over[i].name, over[i].raw, over[i].fixed
+			}
+			e.name = e.base
+			if k == kindTool {
+				// "Clients using the Streamable HTTP transport MUST reject
+				// tool definitions where any x-mcp-header value violates
+				// these constraints. Rejection means the client MUST exclude
+				// the invalid tool from the result of tools/list." corral
+				// serves HTTP clients whatever its servers' transports. The
+				// definition checked is the one clients see: a fixed
+				// argument's annotation is gone with its parameter.
+				hs, err := toolParamHeaders(e.obj)
+				if err != nil {
+					invalid = append(invalid, invalidToolLine(b.name, it.name, err))
+					continue
+				}
+				e.headers = hs
+			}
+			switch {
+			case b.cfg.Prefix != "":
+				e.name = qualify(k, b.cfg.Prefix, e.base)
+			case b.cfg.NoPrefix:
+				owners[e.name] = append(owners[e.name], b.name)
+			case ns.of(k, e.name) != "":
+				e.name = qualify(k, b.name, e.base)
+				collisions = append(collisions, fmt.Sprintf("server %q offers %s %q, a name in the namespace of prefix %q, which only that prefix's server may use; it is offered as %q", b.name, what, e.base, ns.of(k, e.base), e.name))
+			default:
+				owners[e.name] = append(owners[e.name], b.name)
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, owners, collisions, invalid
+}
+
+// sharedNameCollisions says, of each plain name that several servers
+// offer without a prefix (owners, see listEntries), how each is offered
+// instead: qualified by its server's name, or, for a server whose prefix
+// is false, under the name itself.
+func sharedNameCollisions(backends []*backend, k kind, owners map[string][]string) []string {
+	what := strings.TrimSuffix(kinds[k].field, "s")
+	noPrefix := map[string]bool{}
+	for _, b := range backends {
+		noPrefix[b.name] = b.cfg.NoPrefix
+	}
+	var collisions []string
+	for name, servers := range owners {
+		if len(servers) > 1 {
+			var qualified []string
+			for _, s := range servers {
+				if noPrefix[s] {
+					qualified = append(qualified, fmt.Sprintf("%q (server %q, whose prefix is false)", name, s))
+				} else {
+					qualified = append(qualified, fmt.Sprintf("%q", qualify(k, s, name)))
+				}
+			}
+			collisions = append(collisions, fmt.Sprintf("servers %q all offer %s %q; it is offered as %s", servers, what, name, strings.Join(qualified, ", ")))
+		}
+	}
+	return collisions
 }
 
 // renamed returns the object prev holds for item it of server b named name,
