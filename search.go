@@ -264,7 +264,7 @@ var fieldWeights = [numFields]float64{
 	fieldDesc:      1,
 	fieldParam:     1,
 	fieldParamDesc: 0.5,
-	fieldServer:    1,
+	fieldServer:    2,
 }
 
 // BM25's parameters, at their usual values: k1 saturates a term's
@@ -283,7 +283,8 @@ const (
 type toolIndex struct {
 	items []*catalogItem
 	terms map[string][]posting
-	vocab []string // the keys of terms, in order
+	vocab []string        // the keys of terms, in order
+	whole map[string]bool // the terms that are split words whole ("createbranch"), which no prefix brings in
 }
 
 // posting is a term's normalised, weighed frequency in one tool.
@@ -294,7 +295,10 @@ type posting struct {
 
 // newToolIndex indexes items.
 func newToolIndex(items []*catalogItem) *toolIndex {
-	x := &toolIndex{items: items, terms: map[string][]posting{}}
+	x := &toolIndex{items: items, terms: map[string][]posting{}, whole: map[string]bool{}}
+	split := func(text string, out []string) []string {
+		return splitTerms(text, out, func(term string) { x.whole[term] = true })
+	}
 	fields := make([][numFields][]string, len(items))
 	var avg [numFields]float64
 	for i, it := range items {
@@ -308,14 +312,14 @@ func newToolIndex(items []*catalogItem) *toolIndex {
 		}
 		json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
 		f := &fields[i]
-		f[fieldName] = searchTerms(it.name, nil)
-		f[fieldTitle] = searchTerms(t.Title, nil)
+		f[fieldName] = split(it.name, nil)
+		f[fieldTitle] = split(t.Title, nil)
 		if t.Annotations.Title != t.Title {
-			f[fieldTitle] = searchTerms(t.Annotations.Title, f[fieldTitle])
+			f[fieldTitle] = split(t.Annotations.Title, f[fieldTitle])
 		}
-		f[fieldDesc] = searchTerms(t.Description, nil)
-		t.InputSchema.terms(&f[fieldParam], &f[fieldParamDesc], maxSchemaDepth)
-		f[fieldServer] = searchTerms(it.backend.name, nil)
+		f[fieldDesc] = split(t.Description, nil)
+		t.InputSchema.terms(split, &f[fieldParam], &f[fieldParamDesc], maxSchemaDepth)
+		f[fieldServer] = split(it.backend.name, nil)
 		for k := range numFields {
 			avg[k] += float64(len(f[k]))
 		}
@@ -361,28 +365,28 @@ type schemaText struct {
 // ones add words, not meaning.
 const maxSchemaDepth = 3
 
-// terms appends to text the title, description and allowed string values
+// terms appends, with split, to text the title, description and allowed string values
 // of s, and to names the names of its properties, and reads its properties
 // and subschemas (arrays' items, alternatives) the same way, up to depth
 // levels down.
-func (s *schemaText) terms(names, text *[]string, depth int) {
-	*text = searchTerms(s.Title+" "+s.Description, *text)
+func (s *schemaText) terms(split func(string, []string) []string, names, text *[]string, depth int) {
+	*text = split(s.Title+" "+s.Description, *text)
 	for _, v := range s.Enum {
 		if v, ok := v.(string); ok {
-			*text = searchTerms(v, *text)
+			*text = split(v, *text)
 		}
 	}
 	if depth == 0 {
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
-		*names = searchTerms(name, *names)
+		*names = split(name, *names)
 		p := s.Properties[name]
-		p.terms(names, text, depth-1)
+		p.terms(split, names, text, depth-1)
 	}
 	for _, sub := range slices.Concat([]*schemaText{s.Items}, pointers(s.AnyOf), pointers(s.OneOf)) {
 		if sub != nil {
-			sub.terms(names, text, depth-1)
+			sub.terms(split, names, text, depth-1)
 		}
 	}
 }
@@ -405,13 +409,24 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 		return nil
 	}
 	scores := make([]float64, len(x.items))
+	tf := make([]float64, len(x.items)) // of one concept, in each tool
+	var holders []int32                 // the tools that hold one concept
 	n := float64(len(x.items))
-	for _, q := range x.expand(withSynonyms(compounds(query, searchTerms(query, nil)))) {
-		ps := x.terms[q.term]
-		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
-		for _, p := range ps {
-			tf := float64(p.tf)
-			scores[p.doc] += q.weight * idf * tf * (bm25K1 + 1) / (tf + bm25K1)
+	for _, c := range x.concepts(query) {
+		holders = holders[:0]
+		for _, q := range c {
+			for _, p := range x.terms[q.term] {
+				if tf[p.doc] == 0 {
+					holders = append(holders, p.doc)
+				}
+				tf[p.doc] += q.weight * float64(p.tf)
+			}
+		}
+		df := float64(len(holders))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		for _, d := range holders {
+			scores[d] += idf * tf[d] * (bm25K1 + 1) / (tf[d] + bm25K1)
+			tf[d] = 0
 		}
 	}
 	// The best limit tools, best first, kept by insertion: most tools
@@ -445,47 +460,71 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 	return out
 }
 
-// expand returns the terms of terms the index holds, and the terms it holds
-// that begin with one of terms, or that one of terms begins with, each of at
-// least minPrefix letters ("config" and "configur" of "configure"), at
-// prefixWeight times the weight of the term they come from: a truncation,
-// as search engines offer, for the derived forms the stemmer leaves
-// ("deploy", "deployment"). Each term comes once, at its greatest weight;
-// a term brings in at most maxPrefixTerms others.
-func (x *toolIndex) expand(terms []queryTerm) []queryTerm {
-	weight := map[string]float64{}
-	var order []string
-	add := func(term string, w float64) {
-		if _, ok := x.terms[term]; !ok {
-			return
-		}
-		if old, ok := weight[term]; !ok {
-			order = append(order, term)
-		} else if old >= w {
-			return
-		}
-		weight[term] = w
-	}
-	for _, q := range terms {
-		add(q.term, q.weight)
-		if len(q.term) < minPrefix {
+// concepts returns what query asks for, as the index can find it: a
+// concept for each word of the query (searchTerms) and each two words
+// that follow each other (compounds), each once. A concept is its word,
+// at weight 1, with the word's synonyms at synonymWeight, and the terms of
+// the index that begin with one of those or that one of those begins with,
+// each of at least minPrefix letters ("config" and "configur" of
+// "configure"), at prefixWeight times the weight of the term they come
+// from: the truncation search engines offer, for derived forms the stemmer
+// leaves ("deploy", "deployment"). A concept holds each term once, at its
+// greatest weight, and only terms the index holds; a term brings in at
+// most maxPrefixTerms that begin with it. search scores a concept as one
+// term, so that a tool that matches a rare synonym of a common word does
+// not outrank one that uses the word itself (as Lucene's SynonymQuery).
+func (x *toolIndex) concepts(query string) [][]queryTerm {
+	var out [][]queryTerm
+	seen := map[string]bool{}
+	for _, word := range compounds(query, searchTerms(query, nil)) {
+		if seen[word] {
 			continue
 		}
-		w := q.weight * prefixWeight
-		for l := minPrefix; l < len(q.term); l++ {
-			add(q.term[:l], w)
+		seen[word] = true
+		weight := map[string]float64{}
+		var order []string
+		add := func(term string, w float64) {
+			if _, ok := x.terms[term]; !ok {
+				return
+			}
+			if old, ok := weight[term]; !ok {
+				order = append(order, term)
+			} else if old >= w {
+				return
+			}
+			weight[term] = w
 		}
-		at, _ := slices.BinarySearch(x.vocab, q.term)
-		for n := 0; at < len(x.vocab) && n < maxPrefixTerms && strings.HasPrefix(x.vocab[at], q.term); at++ {
-			if x.vocab[at] != q.term {
-				add(x.vocab[at], w)
-				n++
+		terms := []queryTerm{{word, 1}}
+		for _, syn := range synonymsOf[word] {
+			if syn != word {
+				terms = append(terms, queryTerm{syn, synonymWeight})
 			}
 		}
-	}
-	out := make([]queryTerm, len(order))
-	for i, t := range order {
-		out[i] = queryTerm{term: t, weight: weight[t]}
+		for _, q := range terms {
+			add(q.term, q.weight)
+			if len(q.term) < minPrefix {
+				continue
+			}
+			w := q.weight * prefixWeight
+			for l := minPrefix; l < len(q.term); l++ {
+				add(q.term[:l], w)
+			}
+			at, _ := slices.BinarySearch(x.vocab, q.term)
+			for n := 0; at < len(x.vocab) && n < maxPrefixTerms && strings.HasPrefix(x.vocab[at], q.term); at++ {
+				if x.vocab[at] != q.term && !x.whole[x.vocab[at]] {
+					add(x.vocab[at], w)
+					n++
+				}
+			}
+		}
+		if len(order) == 0 {
+			continue
+		}
+		c := make([]queryTerm, len(order))
+		for i, t := range order {
+			c[i] = queryTerm{t, weight[t]}
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -519,68 +558,87 @@ const synonymWeight = 0.5
 // seen the ranker, is the set its figures are measured on.
 var synonyms = [][]string{
 	// what is done
-	{"create", "make", "new", "add"},
-	{"delete", "remove", "erase", "drop", "destroy", "forget", "wipe"},
-	{"edit", "modify", "change", "update", "alter"},
-	{"search", "find", "lookup", "locate", "query"},
-	{"show", "display", "view", "list", "see", "print"},
-	{"read", "open", "view", "load"},
-	{"open", "navigate", "visit", "browse", "goto"},
-	{"run", "execute", "exec", "launch", "start", "invoke"},
-	{"stop", "kill", "terminate", "cancel", "abort", "halt"},
-	{"undo", "revert", "reset", "rollback"},
-	{"move", "rename"},
-	{"copy", "duplicate", "clone"},
+	{"create", "make", "new", "add", "generate", "open"},
+	{"delete", "remove", "erase", "drop", "destroy", "forget", "wipe", "purge", "nuke", "rm", "discard", "trash"},
+	{"edit", "modify", "change", "update", "alter", "tweak", "patch", "replace", "rewrite", "amend"},
+	{"search", "find", "lookup", "locate", "query", "grep", "look", "seek"},
+	{"show", "display", "view", "list", "see", "print", "enumerate", "ls"},
+	{"read", "open", "view", "load", "cat", "content", "contents"},
+	{"open", "navigate", "visit", "browse", "goto", "go"},
+	{"run", "execute", "exec", "launch", "start", "invoke", "trigger", "evaluate", "eval"},
+	{"stop", "kill", "terminate", "cancel", "abort", "halt", "end", "quit", "exit"},
+	{"undo", "revert", "reset", "rollback", "restore"},
+	{"move", "rename", "mv"},
+	{"copy", "duplicate", "clone", "cp"},
+	{"save", "write", "store", "persist"},
 	{"download", "fetch", "retrieve", "grab"},
+	{"upload", "attach"},
 	{"send", "post", "publish"},
-	{"reply", "respond", "answer"},
-	{"link", "relation", "relate", "connect", "associate"},
-	{"remember", "memory", "memorize", "recall"},
+	{"reply", "respond", "answer", "thread"},
+	{"link", "relation", "relationship", "relate", "connect", "associate"},
+	{"remember", "memory", "memorize", "recall", "knowledge"},
 	{"click", "press", "tap"},
 	{"type", "fill", "enter", "input"},
-	{"wait", "sleep", "pause"},
+	{"wait", "sleep", "pause", "delay"},
 	{"close", "shut"},
-	{"merge", "combine"},
+	{"merge", "combine", "squash"},
 	{"compare", "diff", "difference"},
-	{"restart", "reboot"},
-	{"deploy", "deployment", "rollout", "release"},
+	{"restart", "reboot", "bounce"},
+	{"deploy", "deployment", "rollout", "release", "ship"},
 	{"scale", "resize", "replica"},
-	{"think", "thought", "reason", "reasoning"},
+	{"install", "setup"},
+	{"sum", "add", "plus", "total", "addition"},
+	{"review", "approve", "approval"},
+	{"react", "reaction", "emoji"},
+	{"think", "thought", "reason", "reasoning", "plan", "brainstorm"},
 	// what it is done to
 	{"directory", "folder", "dir"},
+	{"process", "program", "app", "application", "pid"},
 	{"image", "picture", "photo", "png", "jpeg", "jpg"},
-	{"screenshot", "capture"},
+	{"screenshot", "capture", "snap"},
 	{"website", "site", "webpage"},
+	{"url", "link", "href"},
 	{"web", "internet", "online"},
 	{"javascript", "js"},
 	{"typescript", "ts"},
+	{"python", "py"},
 	{"repository", "repo"},
-	{"terminal", "shell", "command"},
+	{"terminal", "shell", "command", "cli", "bash"},
 	{"issue", "bug", "ticket"},
-	{"pr", "pull"},
+	{"pr", "pullrequest", "mr"},
 	{"history", "log"},
+	{"log", "output", "stdout"},
+	{"error", "exception", "failure", "fail", "crash"},
 	{"tag", "label"},
-	{"documentation", "docs", "doc", "manual"},
-	{"library", "package", "framework", "module", "lib"},
-	{"user", "member", "person", "people", "account"},
-	{"organization", "org", "company"},
+	{"documentation", "docs", "doc", "manual", "reference", "guide"},
+	{"library", "package", "framework", "module", "lib", "dependency", "sdk"},
+	{"user", "member", "person", "people", "account", "coworker", "colleague", "teammate", "employee"},
+	{"organization", "org", "company", "team"},
 	{"configuration", "config", "setting", "settings", "preference", "option"},
 	{"environment", "env"},
+	{"variable", "var"},
 	{"information", "info", "detail", "details", "metadata"},
-	{"size", "big", "large"},
-	{"database", "db"},
+	{"size", "big", "large", "bytes"},
+	{"database", "db", "sql", "table", "row", "column", "record"},
 	{"text", "txt", "plain"},
 	{"markdown", "md"},
 	{"container", "pod"},
 	{"secret", "credential", "password"},
 	{"transcript", "caption", "subtitle"},
+	{"video", "youtube"},
+	{"message", "msg", "chat", "dm"},
+	{"channel", "room"},
+	{"tab", "window"},
+	{"news", "article", "blog"},
+	{"test", "demo", "example"},
 	// where
-	{"distance", "far"},
+	{"distance", "far", "travel", "drive", "driving", "commute", "trip"},
 	{"elevation", "altitude", "height", "high"},
-	{"coordinate", "latitude", "longitude", "geocode"},
-	{"address", "location", "place"},
+	{"coordinate", "latitude", "longitude", "geocode", "gps", "lat", "lng"},
+	{"address", "location", "place", "venue"},
 	{"direction", "route"},
 	{"nearby", "near", "local", "around"},
+	{"business", "restaurant", "shop", "cafe"},
 }
 
 // compounds appends to out, for each two words that follow each other in
@@ -589,29 +647,8 @@ var synonyms = [][]string{
 func compounds(text string, out []string) []string {
 	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) })
 	for i := 1; i < len(words) && len(out) < maxQueryTerms; i++ {
-		if !stopWords[words[i-1]] && !stopWords[words[i]] {
+		if !stopWords[words[i-1]] && !stopWords[words[i]] && !ignoredWord(words[i-1]) && !ignoredWord(words[i]) {
 			out = append(out, stem(words[i-1]+words[i]))
-		}
-	}
-	return out
-}
-
-// withSynonyms returns terms, each once, with their synonyms after them.
-func withSynonyms(terms []string) []queryTerm {
-	seen := map[string]bool{}
-	var out []queryTerm
-	for _, t := range terms {
-		if !seen[t] {
-			seen[t] = true
-			out = append(out, queryTerm{t, 1})
-		}
-	}
-	for _, q := range slices.Clone(out) {
-		for _, w := range synonymsOf[q.term] {
-			if !seen[w] {
-				seen[w] = true
-				out = append(out, queryTerm{w, synonymWeight})
-			}
 		}
 	}
 	return out
@@ -646,12 +683,20 @@ const maxQueryTerms = 4096
 // script, javascript). Each is folded to lower case and stemmed lightly
 // (stem); the commonest English words (stopWords) are left out.
 func searchTerms(text string, out []string) []string {
+	return splitTerms(text, out, nil)
+}
+
+// splitTerms is searchTerms, and calls whole, unless it is nil, with each
+// term that is a split word whole ("javascript").
+func splitTerms(text string, out []string, whole func(term string)) []string {
 	start, run, parts := -1, -1, 0
 	var prev rune
-	add := func(w string) {
-		if w = strings.ToLower(w); len(out) < maxQueryTerms && !stopWords[w] {
+	add := func(w string) bool {
+		if w = strings.ToLower(w); len(out) < maxQueryTerms && !stopWords[w] && !ignoredWord(w) {
 			out = append(out, stem(w))
+			return true
 		}
+		return false
 	}
 	part := func(end int) {
 		if start >= 0 {
@@ -662,8 +707,8 @@ func searchTerms(text string, out []string) []string {
 	}
 	word := func(end int) {
 		part(end)
-		if parts > 1 {
-			add(text[run:end])
+		if parts > 1 && add(text[run:end]) && whole != nil {
+			whole(out[len(out)-1])
 		}
 		run, parts = -1, 0
 	}
@@ -695,16 +740,41 @@ func searchTerms(text string, out []string) []string {
 }
 
 // stopWords are words too common in tools' descriptions and in requests to
-// tell tools apart: Lucene's English stop words, with pronouns, question
-// words and "please".
+// tell tools apart: Snowball's English stop words (Porter, 2001), with the
+// stems contractions leave ("aren" of "aren't"), and the words of asking
+// ("please", "tell", "a file called"). searchTerms
+// also leaves out single letters and numbers.
 var stopWords = map[string]bool{
-	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "but": true,
-	"by": true, "for": true, "if": true, "in": true, "into": true, "is": true, "it": true, "no": true,
-	"not": true, "of": true, "on": true, "or": true, "such": true, "that": true, "the": true, "their": true,
-	"then": true, "there": true, "these": true, "they": true, "this": true, "to": true, "was": true, "will": true,
-	"with": true, "i": true, "me": true, "my": true, "we": true, "our": true, "you": true, "your": true,
-	"its": true, "what": true, "which": true, "who": true, "how": true, "when": true, "where": true, "why": true,
-	"do": true, "does": true, "can": true, "please": true, "from": true,
+	"i": true, "me": true, "my": true, "myself": true, "we": true, "our": true, "ours": true,
+	"ourselves": true, "you": true, "your": true, "yours": true, "yourself": true, "yourselves": true,
+	"he": true, "him": true, "his": true, "himself": true, "she": true, "her": true, "hers": true,
+	"herself": true, "it": true, "its": true, "itself": true, "they": true, "them": true,
+	"their": true, "theirs": true, "themselves": true, "what": true, "which": true, "who": true,
+	"whom": true, "this": true, "that": true, "these": true, "those": true, "am": true, "is": true,
+	"are": true, "was": true, "were": true, "be": true, "been": true, "being": true, "have": true,
+	"has": true, "had": true, "having": true, "do": true, "does": true, "did": true, "doing": true,
+	"would": true, "should": true, "could": true, "ought": true, "a": true, "an": true, "the": true,
+	"and": true, "but": true, "if": true, "or": true, "because": true, "as": true, "until": true,
+	"while": true, "of": true, "at": true, "by": true, "for": true, "with": true, "about": true,
+	"against": true, "between": true, "into": true, "through": true, "during": true, "before": true,
+	"after": true, "above": true, "below": true, "to": true, "from": true, "up": true, "down": true,
+	"in": true, "out": true, "on": true, "off": true, "over": true, "under": true, "again": true,
+	"further": true, "then": true, "once": true, "here": true, "there": true, "when": true,
+	"where": true, "why": true, "how": true, "all": true, "any": true, "both": true, "each": true,
+	"few": true, "more": true, "most": true, "other": true, "some": true, "such": true, "no": true,
+	"nor": true, "not": true, "only": true, "own": true, "same": true, "so": true, "than": true,
+	"too": true, "very": true, "can": true, "will": true, "just": true, "don": true, "aren": true,
+	"isn": true, "wasn": true, "weren": true, "hasn": true, "haven": true, "hadn": true,
+	"doesn": true, "didn": true, "won": true, "wouldn": true, "shouldn": true, "couldn": true,
+	"mustn": true, "let": true, "please": true, "called": true, "named": true, "tell": true, "want": true,
+	"need": true, "like": true, "using": true, "help": true, "yet": true, "still": true, "also": true, "well": true,
+	"right": true, "now": true, "currently": true,
+}
+
+// ignoredWord reports whether w is a single letter or a number: neither
+// tells tools apart ("the last 20 lines", the "s" of "what's").
+func ignoredWord(w string) bool {
+	return utf8.RuneCountInString(w) < 2 || strings.IndexFunc(w, func(r rune) bool { return !unicode.IsDigit(r) }) < 0
 }
 
 // stem strips the commonest English inflections from a lower-case word, so
