@@ -121,7 +121,7 @@ func TestFindToolsFindsTheToolsOfRealCatalogs(t *testing.T) {
 	}{
 		{"queries", [2]float64{0.65, 0.93}}, // measured 0.714 and 0.976 (docs/performance.md)
 		{"heldout", [2]float64{0.45, 0.80}}, // measured 0.507 and 0.840
-		{"blind", [2]float64{0, 0}},         // measured BLIND
+		{"blind", [2]float64{0.42, 0.74}},   // measured 0.475 and 0.787, once, untuned
 	} {
 		tasks := readSearchTasks(t, set.name)
 		for _, task := range tasks {
