@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -336,6 +337,7 @@ func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 		for b.Loop() {
 			newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool]))
 		}
+		b.ReportMetric(float64(retainedBytes(func() any { return newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool])) })), "retained-B/index")
 	})
 	var s toolSearch
 	s.indexOf(cat, nil)
@@ -477,4 +479,17 @@ func TestFoundToolsJoinTheSessionsListWithListChanged(t *testing.T) {
 }
 
 // first returns the first of two values.
+// retainedBytes returns the bytes of heap that what build returns keeps
+// alive, after a collection: what a cache of it costs while it is kept.
+func retainedBytes(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(x)
+	return after.HeapAlloc - before.HeapAlloc
+}
+
 func first[A, B any](a A, _ B) A { return a }
