@@ -428,7 +428,8 @@ func TestConcurrentFirstSearchesOfOneSetOfToolsBuildItsIndexOnce(t *testing.T) {
 }
 
 // BenchmarkFindToolsOver2000Tools measures find_tools over the 222 real
-// tools of testdata/catalogs copied under ten prefixes (2,220 tools): a
+// tools of testdata/catalogs copied under ten prefixes (2,150 tools: in
+// each copy seven of filesystem's names are desktop-commander's too): a
 // query of a user's words against the index, and the answer written.
 func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 	var backends []*backend
