@@ -14,8 +14,11 @@ package main
 // call_tool naming it is answered as an unknown tool is.
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -204,13 +207,38 @@ func callToolParams(params json.RawMessage, args map[string]json.RawMessage) (js
 	return out, nil
 }
 
-// toolSearch keeps the search index of each view of the catalog in force,
-// built the first time a client of the view searches and dropped when the
-// catalog changes. It is safe for concurrent use.
+// maxSearchIndexes bounds the search indexes toolSearch keeps: past it,
+// the index used least recently is dropped, and built again at its next
+// find_tools. One index of 2,000 tools keeps under 1 MB alive
+// (docs/performance.md, "Search mode").
+const maxSearchIndexes = 8
+
+// toolSearch keeps the search indexes of the views of the catalog in force:
+// one for each set of tools a view sees, so that views that see the same
+// tools (profiles that differ in prompts or resources alone, or the same
+// profile again after a reload) share one; at most maxSearchIndexes,
+// those used most recently. An index is built the first time a client of
+// a view of its tools searches, and all are dropped when the catalog
+// changes. It is safe for concurrent use.
 type toolSearch struct {
-	mu    sync.Mutex
-	cat   *catalog             // the catalog the indexes are of
-	index map[*view]*toolIndex // by view; a nil view's is that of every tool
+	mu      sync.Mutex
+	cat     *catalog             // the catalog the indexes are of
+	sets    map[*view]toolSetKey // the set of tools each view that searched sees (one per view of the catalog, as catalog.listsFor keeps)
+	indexes []*searchIndex       // used least recently first
+	builds  int                  // indexes built since cat came into force, for tests
+}
+
+// toolSetKey names a set of the catalog's tools: a SHA-256 of their names,
+// in list order. Within one catalog a name is one tool, so two views with
+// the same key see the same tools.
+type toolSetKey [sha256.Size]byte
+
+// searchIndex is the index of one set of tools, once built: x is set
+// before built is closed, and not changed after.
+type searchIndex struct {
+	set   toolSetKey
+	built chan struct{}
+	x     *toolIndex
 }
 
 // find returns the tools of catalog cat that view v sees which match query
@@ -220,20 +248,52 @@ func (s *toolSearch) find(cat *catalog, v *view, query string, limit int) []*cat
 }
 
 // indexOf returns the index of the tools of cat that v sees, building it if
-// it must. Building happens under the lock: two clients of one view that
-// search at once build it once.
+// it must. The lock is not held while it builds: two clients of views of
+// one set of tools that search at once build its index once (the second
+// waits for the first's), and a search of another set waits for neither.
 func (s *toolSearch) indexOf(cat *catalog, v *view) *toolIndex {
+	tools := &cat.listsFor(v)[kindTool]
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.cat != cat {
-		s.cat, s.index = cat, map[*view]*toolIndex{}
+		s.cat, s.sets, s.indexes, s.builds = cat, map[*view]toolSetKey{}, nil, 0
 	}
-	x := s.index[v]
-	if x == nil {
-		x = newToolIndex(itemPointers(&cat.listsFor(v)[kindTool]))
-		s.index[v] = x
+	set, ok := s.sets[v]
+	if !ok {
+		set = toolSetOf(tools)
+		s.sets[v] = set
 	}
-	return x
+	i := slices.IndexFunc(s.indexes, func(e *searchIndex) bool { return e.set == set })
+	var e *searchIndex
+	if i >= 0 {
+		e = s.indexes[i]
+		s.indexes = append(slices.Delete(s.indexes, i, i+1), e)
+	} else {
+		e = &searchIndex{set: set, built: make(chan struct{})}
+		if len(s.indexes) == maxSearchIndexes {
+			s.indexes = slices.Delete(s.indexes, 0, 1)
+		}
+		s.indexes = append(s.indexes, e)
+		s.builds++
+	}
+	s.mu.Unlock()
+	if i < 0 {
+		e.x = newToolIndex(itemPointers(tools))
+		close(e.built)
+	}
+	<-e.built
+	return e.x
+}
+
+// toolSetOf returns the key of the set of tools l holds.
+func toolSetOf(l *catalogList) toolSetKey {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for i := range l.items {
+		name := l.items[i].name
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(name))))
+		io.WriteString(h, name)
+	}
+	return toolSetKey(h.Sum(nil))
 }
 
 // itemPointers returns pointers to the items of l, in order.
@@ -280,11 +340,18 @@ const (
 // by the field's weight, and summed, before BM25 saturates it, so that a
 // long description neither drowns a tool's name nor wins on length alone.
 // It is never changed once built, and safe for concurrent use.
+//
+// It keeps what search reads and nothing else: each term once, numbered,
+// and the postings of every term in one array, term after term, each
+// term's in the order of its tools. Nothing of the tools' JSON, read to
+// build it, is kept: a term is a copy, not a piece of a description.
 type toolIndex struct {
-	items []*catalogItem
-	terms map[string][]posting
-	vocab []string        // the keys of terms, in order
-	whole map[string]bool // the terms that are split words whole ("createbranch"), which no prefix brings in
+	items    []*catalogItem
+	terms    map[string]int32 // a term's number t: its postings are postings[offsets[t]:offsets[t+1]]
+	offsets  []int32
+	postings []posting
+	vocab    []string        // the keys of terms, in order
+	whole    map[string]bool // the terms that are split words whole ("createbranch"), which no prefix brings in
 }
 
 // posting is a term's normalised, weighed frequency in one tool.
@@ -293,14 +360,33 @@ type posting struct {
 	tf  float32
 }
 
-// newToolIndex indexes items.
-func newToolIndex(items []*catalogItem) *toolIndex {
-	x := &toolIndex{items: items, terms: map[string][]posting{}, whole: map[string]bool{}}
-	split := func(text string, out []string) []string {
-		return splitTerms(text, out, func(term string) { x.whole[term] = true })
+// postingsOf returns the postings of term, in the order of their tools;
+// none if no tool holds it.
+func (x *toolIndex) postingsOf(term string) []posting {
+	t, ok := x.terms[term]
+	if !ok {
+		return nil
 	}
-	fields := make([][numFields][]string, len(items))
-	var avg [numFields]float64
+	return x.postings[x.offsets[t]:x.offsets[t+1]]
+}
+
+// newToolIndex indexes items. It reads each tool once, keeping its fields'
+// terms as numbers (words, ends) and counting the tools that hold each term,
+// then, the fields' mean lengths known, writes each tool's postings in
+// place.
+func newToolIndex(items []*catalogItem) *toolIndex {
+	x := &toolIndex{items: items, terms: map[string]int32{}, whole: map[string]bool{}}
+	split := func(text string, out []string) []string {
+		return splitTerms(text, out, func(term string) { x.whole[strings.Clone(term)] = true })
+	}
+	var (
+		words []int32                                // the terms of every field of every tool, by number, in order
+		ends  = make([][numFields]int32, len(items)) // where each field of each tool ends in words
+		held  []int32                                // by term: the tools that hold it
+		last  []int32                                // by term: the last tool that held it, plus 1
+		avg   [numFields]float64
+		f     [numFields][]string // the terms of each field of the tool being read
+	)
 	for i, it := range items {
 		var t struct {
 			Title       string `json:"title"`
@@ -311,36 +397,70 @@ func newToolIndex(items []*catalogItem) *toolIndex {
 			InputSchema schemaText `json:"inputSchema"`
 		}
 		json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
-		f := &fields[i]
-		f[fieldName] = split(it.name, nil)
-		f[fieldTitle] = split(t.Title, nil)
+		for k := range f {
+			f[k] = f[k][:0]
+		}
+		f[fieldName] = split(it.name, f[fieldName])
+		f[fieldTitle] = split(t.Title, f[fieldTitle])
 		if t.Annotations.Title != t.Title {
 			f[fieldTitle] = split(t.Annotations.Title, f[fieldTitle])
 		}
-		f[fieldDesc] = split(t.Description, nil)
+		f[fieldDesc] = split(t.Description, f[fieldDesc])
 		t.InputSchema.terms(split, &f[fieldParam], &f[fieldParamDesc], maxSchemaDepth)
-		f[fieldServer] = split(it.backend.name, nil)
+		f[fieldServer] = split(it.backend.name, f[fieldServer])
 		for k := range numFields {
 			avg[k] += float64(len(f[k]))
+			for _, w := range f[k] {
+				term, ok := x.terms[w]
+				if !ok {
+					term = int32(len(held))
+					x.terms[strings.Clone(w)] = term
+					held, last = append(held, 0), append(last, 0)
+				}
+				if last[term] != int32(i+1) {
+					last[term] = int32(i + 1)
+					held[term]++
+				}
+				words = append(words, term)
+			}
+			ends[i][k] = int32(len(words))
 		}
 	}
 	for k := range numFields {
 		avg[k] /= float64(max(len(items), 1))
 	}
+	x.offsets = make([]int32, len(held)+1)
+	for term, n := range held {
+		x.offsets[term+1] = x.offsets[term] + n
+	}
+	x.postings = make([]posting, x.offsets[len(held)])
+	next := slices.Clone(x.offsets[:len(held)]) // by term: where its next posting goes
+	tf := make([]float64, len(held))            // by term: its frequency in the tool being written
+	in := make([]bool, len(held))               // by term: whether the tool being written holds it
+	var terms []int32                           // the terms of the tool being written
+	start := int32(0)
 	for i := range items {
-		tf := map[string]float64{}
-		for k, words := range fields[i] {
-			if len(words) == 0 {
+		for k := range numFields {
+			end := ends[i][k]
+			if end == start {
 				continue
 			}
-			norm := fieldWeights[k] / (1 - bm25B + bm25B*float64(len(words))/avg[k])
-			for _, w := range words {
-				tf[w] += norm
+			norm := fieldWeights[k] / (1 - bm25B + bm25B*float64(end-start)/avg[k])
+			for _, term := range words[start:end] {
+				if !in[term] {
+					in[term] = true
+					terms = append(terms, term)
+				}
+				tf[term] += norm
 			}
+			start = end
 		}
-		for _, term := range slices.Sorted(maps.Keys(tf)) {
-			x.terms[term] = append(x.terms[term], posting{int32(i), float32(tf[term])})
+		for _, term := range terms {
+			x.postings[next[term]] = posting{int32(i), float32(tf[term])}
+			next[term]++
+			tf[term], in[term] = 0, false
 		}
+		terms = terms[:0]
 	}
 	x.vocab = slices.Sorted(maps.Keys(x.terms))
 	return x
@@ -415,7 +535,7 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 	for _, c := range x.concepts(query) {
 		holders = holders[:0]
 		for _, q := range c {
-			for _, p := range x.terms[q.term] {
+			for _, p := range x.postingsOf(q.term) {
 				if tf[p.doc] == 0 {
 					holders = append(holders, p.doc)
 				}

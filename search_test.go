@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -343,8 +345,118 @@ func TestSearchTermsSplitNamesAsTheirAuthorsWroteThem(t *testing.T) {
 	}
 }
 
+// oneServersView returns a view, named name, of the items of server alone.
+func oneServersView(name, server string) *view {
+	return &view{name: name, allows: func(_ kind, s, _ string, _ json.RawMessage) bool { return s == server }}
+}
+
+// TestViewsOfTheSameToolsShareOneSearchIndexAndAtMostEightAreKept checks
+// toolSearch's cache over the recorded catalogs: two views that see the same
+// tools get one index, built once; a view of other tools gets its own; past
+// maxSearchIndexes sets of tools the least recently used index is dropped
+// and built again at its next search; and whatever index a view is given,
+// it finds the tools of its own server alone.
+func TestViewsOfTheSameToolsShareOneSearchIndexAndAtMostEightAreKept(t *testing.T) {
+	backends := recordedBackends(t)
+	if len(backends) <= maxSearchIndexes+1 {
+		t.Fatalf("%d recorded catalogs; want more than %d", len(backends), maxSearchIndexes+1)
+	}
+	cat, _ := buildCatalog(backends)
+	var s toolSearch
+	checkFinds := func(v *view, server string) {
+		t.Helper()
+		found := s.find(cat, v, "read list create file search page", maxFindLimit)
+		if len(found) == 0 {
+			t.Fatalf("%s: found nothing", v.name)
+		}
+		for _, it := range found {
+			if it.backend.name != server {
+				t.Fatalf("%s found %s of server %s, outside its view", v.name, it.name, it.backend.name)
+			}
+		}
+	}
+
+	fs1, fs2 := oneServersView("filesystem 1", "filesystem"), oneServersView("filesystem 2", "filesystem")
+	if s.indexOf(cat, fs1) != s.indexOf(cat, fs2) || s.builds != 1 {
+		t.Fatalf("two views of the filesystem's tools: %d indexes built, want one shared", s.builds)
+	}
+	checkFinds(fs1, "filesystem")
+	checkFinds(fs2, "filesystem")
+	if s.indexOf(cat, nil) == s.indexOf(cat, fs1) || s.builds != 2 {
+		t.Fatalf("the view of every tool and a view of one server's: %d indexes built, want 2", s.builds)
+	}
+
+	// One view of each server, and the filesystem's first: it is the least
+	// recently used when more than maxSearchIndexes have searched.
+	s = toolSearch{}
+	checkFinds(fs1, "filesystem")
+	first := s.indexOf(cat, fs1)
+	n := 1
+	for _, b := range backends {
+		if b.name != "filesystem" {
+			checkFinds(oneServersView(b.name, b.name), b.name)
+			n++
+		}
+	}
+	if s.builds != n || len(s.indexes) != maxSearchIndexes {
+		t.Fatalf("%d views of %d sets of tools: %d indexes built, %d kept; want %d built, %d kept", n, n, s.builds, len(s.indexes), n, maxSearchIndexes)
+	}
+	again := s.indexOf(cat, fs2)
+	if again == first || s.builds != n+1 || len(s.indexes) != maxSearchIndexes {
+		t.Fatalf("the filesystem's index, dropped: built again %v, %d built, %d kept; want built again, %d, %d", again != first, s.builds, len(s.indexes), n+1, maxSearchIndexes)
+	}
+	checkFinds(fs2, "filesystem")
+	if s.indexOf(cat, fs1) != again || s.builds != n+1 {
+		t.Fatalf("the filesystem's index, used last: built again (%d built); want kept", s.builds)
+	}
+
+	// A new catalog drops every index.
+	cat2, _ := buildCatalog(backends)
+	if s.indexOf(cat2, fs1) == again || s.builds != 1 || len(s.indexes) != 1 {
+		t.Fatalf("a new catalog: %d built, %d kept; want 1 and 1", s.builds, len(s.indexes))
+	}
+}
+
+// TestConcurrentFirstSearchesOfOneSetOfToolsBuildItsIndexOnce starts the
+// first searches of two views of the same tools, and of a third of other
+// tools, at once: the first two get one index, built once, and the third
+// its own (run with -race).
+func TestConcurrentFirstSearchesOfOneSetOfToolsBuildItsIndexOnce(t *testing.T) {
+	cat, _ := buildCatalog(recordedBackends(t))
+	views := []*view{oneServersView("git 1", "git"), oneServersView("git 2", "git"), oneServersView("github", "github")}
+	var s toolSearch
+	const each = 4
+	got := make([]*toolIndex, len(views)*each)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			got[i] = s.indexOf(cat, views[i%len(views)])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, x := range got {
+		want := got[0] // the git views'
+		if i%len(views) == 2 {
+			want = got[2] // github's
+		}
+		if x != want {
+			t.Fatalf("search %d of view %s got another index than the first of its tools", i, views[i%len(views)].name)
+		}
+	}
+	if got[0] == got[2] || s.builds != 2 {
+		t.Fatalf("%d first searches of 2 sets of tools: %d indexes built, want 2", len(got), s.builds)
+	}
+	if found := got[0].search("commit", 5); len(found) == 0 || found[0].backend.name != "git" {
+		t.Fatalf("the git views' index found %v; want git's tools", found)
+	}
+}
+
 // BenchmarkFindToolsOver2000Tools measures find_tools over the 222 real
-// tools of testdata/catalogs copied under ten prefixes (2,220 tools): a
+// tools of testdata/catalogs copied under ten prefixes (2,150 tools: in
+// each copy seven of filesystem's names are desktop-commander's too): a
 // query of a user's words against the index, and the answer written.
 func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 	var backends []*backend
@@ -363,6 +475,7 @@ func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 		for b.Loop() {
 			newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool]))
 		}
+		b.ReportMetric(float64(retainedBytes(func() any { return newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool])) })), "retained-B/index")
 	})
 	var s toolSearch
 	s.indexOf(cat, nil)
@@ -504,4 +617,17 @@ func TestFoundToolsJoinTheSessionsListWithListChanged(t *testing.T) {
 }
 
 // first returns the first of two values.
+// retainedBytes returns the bytes of heap that what build returns keeps
+// alive, after a collection: what a cache of it costs while it is kept.
+func retainedBytes(build func() any) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(x)
+	return after.HeapAlloc - before.HeapAlloc
+}
+
 func first[A, B any](a A, _ B) A { return a }
