@@ -388,26 +388,7 @@ func newToolIndex(items []*catalogItem) *toolIndex {
 		f     [numFields][]string // the terms of each field of the tool being read
 	)
 	for i, it := range items {
-		var t struct {
-			Title       string `json:"title"`
-			Description string `json:"description"`
-			Annotations struct {
-				Title string `json:"title"`
-			} `json:"annotations"`
-			InputSchema schemaText `json:"inputSchema"`
-		}
-		json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
-		for k := range f {
-			f[k] = f[k][:0]
-		}
-		f[fieldName] = split(it.name, f[fieldName])
-		f[fieldTitle] = split(t.Title, f[fieldTitle])
-		if t.Annotations.Title != t.Title {
-			f[fieldTitle] = split(t.Annotations.Title, f[fieldTitle])
-		}
-		f[fieldDesc] = split(t.Description, f[fieldDesc])
-		t.InputSchema.terms(split, &f[fieldParam], &f[fieldParamDesc], maxSchemaDepth)
-		f[fieldServer] = split(it.backend.name, f[fieldServer])
+		readToolFields(it, split, &f)
 		for k := range numFields {
 			avg[k] += float64(len(f[k]))
 			for _, w := range f[k] {
@@ -464,6 +445,31 @@ func newToolIndex(items []*catalogItem) *toolIndex {
 	}
 	x.vocab = slices.Sorted(maps.Keys(x.terms))
 	return x
+}
+
+// readToolFields sets f to the terms, by split, of each field of tool it,
+// reusing f's arrays.
+func readToolFields(it *catalogItem, split func(string, []string) []string, f *[numFields][]string) {
+	var t struct {
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		Annotations struct {
+			Title string `json:"title"`
+		} `json:"annotations"`
+		InputSchema schemaText `json:"inputSchema"`
+	}
+	json.Unmarshal(it.raw, &t) // the catalog holds objects only; a field of another type is left out
+	for k := range f {
+		f[k] = f[k][:0]
+	}
+	f[fieldName] = split(it.name, f[fieldName])
+	f[fieldTitle] = split(t.Title, f[fieldTitle])
+	if t.Annotations.Title != t.Title {
+		f[fieldTitle] = split(t.Annotations.Title, f[fieldTitle])
+	}
+	f[fieldDesc] = split(t.Description, f[fieldDesc])
+	t.InputSchema.terms(split, &f[fieldParam], &f[fieldParamDesc], maxSchemaDepth)
+	f[fieldServer] = split(it.backend.name, f[fieldServer])
 }
 
 // schemaText is the text of a JSON Schema that tells what a tool's
