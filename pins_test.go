@@ -216,6 +216,9 @@ func TestAChangedToolWithheldIsShownAndAcceptedThroughTheAdminAPI(t *testing.T) 
 	if slices.Contains(c.listToolNames(), "echo") {
 		t.Fatalf("the changed echo is listed under pin block")
 	}
+	if !strings.Contains(log.String(), `to /admin/pins/accept with the bearer token`) {
+		t.Errorf("the change's warning does not name the admin API's accept:\n%s", log.String())
+	}
 	p := newStdioPeer(t, tg.gw, `{}`)
 
 	// A named client's token reaches neither path, though it sees every server.
