@@ -294,9 +294,10 @@ func TestAcceptingAWarnedChangeThroughTheAdminAPIClearsItFromTheStatusPage(t *te
 	tg, _ := pinnedGatewayWith(t, pinsAPISettings(t), cache, "warn", "")
 	tg.gw.Stop(nil)
 
-	tg, _ = pinnedGatewayWith(t, pinsAPISettings(t), cache, "warn", "Changed.")
-	if len(tg.gw.status.status().PinChanges) != 1 {
-		t.Fatalf("status PinChanges = %+v, want echo's", tg.gw.status.status().PinChanges)
+	tg, _ = pinnedGatewayWith(t, `"audit":{"file":"STATE/audit.jsonl"},`+pinsAPISettings(t), cache, "warn", "Changed.")
+	pending := tg.gw.status.status().PinChanges
+	if len(pending) != 1 {
+		t.Fatalf("status PinChanges = %+v, want echo's", pending)
 	}
 	// "SERVER" accepts every change of the server pending now.
 	status, body := admin(t, strings.TrimSuffix(tg.url, mcpPath), "POST", adminPinsPath+"/accept", `{"tools":["a"]}`)
@@ -315,6 +316,11 @@ func TestAcceptingAWarnedChangeThroughTheAdminAPIClearsItFromTheStatusPage(t *te
 	}
 	if !bytes.Contains(pinFileOf(t, cache).Servers["a"]["echo"].Definition, []byte(`"Changed."`)) {
 		t.Errorf("the pin file does not hold echo's new definition")
+	}
+	trail := string(mustRead(t, filepath.Join(tg.dir, "audit.jsonl")))
+	if want := `"client":"bearer token","remote":"127.0.0.1:`; !strings.Contains(trail, want) ||
+		!strings.Contains(trail, `"action":"accept pin","server":"a","detail":"echo@`+pending[0].Digest+`","outcome":"ok"}`) {
+		t.Errorf("the audit trail lacks the accept of echo's change:\n%s", trail)
 	}
 }
 
