@@ -61,7 +61,7 @@ var layerTable = []layer{
 		"ssefront.go: the legacy HTTP+SSE transport, /sse",
 		"drain.go: for a load balancer: /readyz, /livez, the drain, heartbeats, the wrong replica",
 		"stdiofront.go: the -stdio session",
-		"adminhttp.go: the admin API, /admin/servers",
+		"adminhttp.go: the admin API, /admin/servers and /admin/pins",
 		"metricspage.go: /metrics",
 		"statuspage.go: the status page",
 		"processmetrics.go: the process_* metrics of /metrics",

@@ -8,8 +8,9 @@ package main
 // logged with a readable diff, shown on the status page and counted in
 // corral_pin_changes_total; with "block" the tool is also withheld from
 // every list and call until an operator accepts the change: corral
-// started with -accept-pins SERVER or SERVER/TOOL, or the pin file (or
-// the server's entry in it) deleted and the config reloaded.
+// started with -accept-pins SERVER or SERVER/TOOL, a POST to the admin
+// API's /admin/pins/accept (adminhttp.go, acceptPending), or the pin file
+// (or the server's entry in it) deleted and the config reloaded.
 
 import (
 	"bytes"
@@ -21,9 +22,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,13 +62,24 @@ type pinnedTool struct {
 	Pinned     time.Time       `json:"pinned"`
 }
 
-// pinChange is a tool whose definition is not the one pinned.
+// adminPinsPath is the admin API's list of changed tool definitions;
+// adminPinsPath + "/accept" accepts them (adminhttp.go).
+const adminPinsPath = "/admin/pins"
+
+// pinChange is a tool whose definition is not the one pinned, as the
+// status page and GET /admin/pins show it.
 type pinChange struct {
-	Server, Tool string
-	Mode         string    // the server's pin: "warn" or "block"
-	Since        time.Time // when corral first saw the change
-	Diff         []string  // what changed, a line a difference
-	digest       string
+	Server string    `json:"server"`
+	Tool   string    `json:"tool"`  // the server's own name for it
+	Mode   string    `json:"mode"`  // the server's pin: "warn" or "block"
+	Since  time.Time `json:"since"` // when corral first saw the change
+	Diff   []string  `json:"diff"`  // what changed, a line a difference
+	// Digest is the changed definition's, which an accept may name.
+	Digest string `json:"digest"`
+	// Pinned and Definition are the pinned definition and the changed
+	// one, whole: the diff cuts long values.
+	Pinned     json.RawMessage `json:"pinned"`
+	Definition json.RawMessage `json:"definition"`
 }
 
 // pinStore is the pins of the config in force, and the changes seen. Its
@@ -76,6 +90,7 @@ type pinStore struct {
 	mu      sync.Mutex // guards the fields below
 	path    string
 	file    pinFile
+	api     bool                  // the admin API's /admin/pins is served: the config has a bearer token
 	accept  map[string]bool       // "SERVER" or "SERVER/TOOL" from -accept-pins, each used once
 	changes map[subKey]*pinChange // by server and the server's tool name
 	counted map[string]int64      // changes seen, by server, for the metric
@@ -121,7 +136,7 @@ func (p *pinStore) configure(cfg *Config) {
 		}
 	}
 	p.mu.Lock()
-	p.path, p.file = path, f
+	p.path, p.file, p.api = path, f, cfg.token != ""
 	for k := range p.changes {
 		if s := cfg.MCPServers[k.server]; s == nil || s.Pin == pinOff {
 			delete(p.changes, k)
@@ -186,8 +201,9 @@ func (p *pinStore) check(backends []*backend) map[subKey]bool {
 				p.log.Warn("changed tool definition accepted (-accept-pins) and pinned", "server", b.name, "tool", it.name, "diff", strings.Join(definitionDiff(old.Definition, def), "; "))
 			default:
 				c := p.changes[key]
-				if c == nil || c.digest != digest {
-					c = &pinChange{Server: b.name, Tool: it.name, Mode: mode, Since: now, Diff: definitionDiff(old.Definition, def), digest: digest}
+				if c == nil || c.Digest != digest {
+					c = &pinChange{Server: b.name, Tool: it.name, Mode: mode, Since: now, Diff: definitionDiff(old.Definition, def),
+						Digest: digest, Pinned: old.Definition, Definition: def}
 					p.changes[key] = c
 					p.counted[b.name]++
 					what := "logged; still served"
@@ -196,7 +212,7 @@ func (p *pinStore) check(backends []*backend) map[subKey]bool {
 					}
 					p.log.Warn("pinned tool definition changed: "+what, "server", b.name, "tool", it.name, "pin", mode,
 						"diff", strings.Join(c.Diff, "; "),
-						"fix", fmt.Sprintf("if the change is expected, start corral with -accept-pins %s/%s, or delete %s (every pin) and reload", b.name, it.name, p.path))
+						"fix", p.acceptFix(b.name, it.name))
 				}
 				c.Mode = mode
 				if mode == pinBlock {
@@ -215,6 +231,104 @@ func (p *pinStore) check(backends []*backend) map[subKey]bool {
 		}
 	}
 	return withheld
+}
+
+// acceptFix returns how an operator accepts the changed definition of
+// server's tool. The caller holds p.mu.
+func (p *pinStore) acceptFix(server, tool string) string {
+	api := ""
+	if p.api {
+		api = fmt.Sprintf(`, POST {"tools": ["%s/%s"]} to %s/accept with the bearer token`, server, tool, adminPinsPath)
+	}
+	return fmt.Sprintf("if the change is expected, start corral with -accept-pins %s/%s%s, or delete %s (every pin) and reload", server, tool, api, p.path)
+}
+
+// acceptPending accepts the changes names name, as POST
+// /admin/pins/accept asks: each name is "SERVER/TOOL", "SERVER" (every
+// change of the server pending now) or "SERVER/TOOL@sha256:HEX" (only if
+// the changed definition's digest is that one, so that an operator
+// accepts exactly the definition they read). Each changed definition, as
+// the server last listed it, is pinned, and the pin file saved; the
+// caller rebuilds the catalog, which serves a withheld tool again. cfg is
+// the config in force. All or nothing: a name of no server with "pin"
+// set, or of no change pending, is an *adminError naming it, and nothing
+// is accepted. It returns the changes accepted, sorted; when the file
+// cannot be written they are accepted still, in memory, and the error
+// says so.
+func (p *pinStore) acceptPending(cfg *Config, names []string) ([]pinChange, error) {
+	if len(names) == 0 {
+		return nil, &adminError{http.StatusBadRequest, fmt.Sprintf(`"tools": want a list of "SERVER/TOOL" (or "SERVER", every change of it), the changes GET %s lists`, adminPinsPath)}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var keys []subKey
+	taken := map[subKey]bool{}
+	asked := map[string]bool{} // each name once: a body of repeats is no more work
+	for _, n := range names {
+		if asked[n] {
+			continue
+		}
+		asked[n] = true
+		spec, sum, byDigest := strings.Cut(n, "@sha256:") // a tool's name may hold an @
+		digest := "sha256:" + sum
+		server, tool, one := strings.Cut(spec, "/")
+		if s := cfg.MCPServers[server]; s == nil || s.Disabled || s.Pin == pinOff {
+			return nil, &adminError{http.StatusNotFound, fmt.Sprintf(`%s: there is no server %s with "pin" set; name SERVER/TOOL of a change GET %s lists`, briefQuote(n), briefQuote(server), adminPinsPath)}
+		}
+		if byDigest && !one {
+			return nil, &adminError{http.StatusBadRequest, fmt.Sprintf(`%s: a digest names one tool's definition: write SERVER/TOOL@sha256:HEX`, briefQuote(n))}
+		}
+		found := 0
+		for k, c := range p.changes {
+			if k.server != server || one && k.uri != tool {
+				continue
+			}
+			if byDigest && c.Digest != digest {
+				return nil, &adminError{http.StatusConflict, fmt.Sprintf(`%s: the changed definition of tool %s of server %q is now %s: it changed again since; GET %s shows it, and accept that one by its digest`, briefQuote(n), briefQuote(tool), server, c.Digest, adminPinsPath)}
+			}
+			found++
+			if !taken[k] {
+				taken[k] = true
+				keys = append(keys, k)
+			}
+		}
+		switch {
+		case found == 0 && one:
+			return nil, &adminError{http.StatusNotFound, fmt.Sprintf(`%s: tool %s of server %q has no changed definition pending (its definition is the pinned one, or the server does not list it); GET %s lists the changes pending`, briefQuote(n), briefQuote(tool), server, adminPinsPath)}
+		case found == 0:
+			return nil, &adminError{http.StatusNotFound, fmt.Sprintf(`%s: server %s has no changed tool definition pending; GET %s lists the changes pending`, briefQuote(n), briefQuote(server), adminPinsPath)}
+		}
+	}
+	slices.SortFunc(keys, func(a, b subKey) int {
+		return strings.Compare(a.server+"\x00"+a.uri, b.server+"\x00"+b.uri)
+	})
+	now := time.Now()
+	out := make([]pinChange, 0, len(keys))
+	for _, k := range keys {
+		c := p.changes[k]
+		pins := p.file.Servers[k.server]
+		if pins == nil { // the pin file was deleted and reloaded since the change was seen
+			pins = map[string]pinnedTool{}
+			p.file.Servers[k.server] = pins
+		}
+		pins[k.uri] = pinnedTool{Digest: c.Digest, Definition: c.Definition, Pinned: now}
+		delete(p.changes, k)
+		out = append(out, *c)
+	}
+	if err := p.save(); err != nil {
+		p.log.Error("pin file not written; pins are kept in memory until corral stops", "file", p.path, "error", err, "fix", "make its directory writable, or set cacheDir")
+		return out, fmt.Errorf("the changes are accepted and served until corral stops, but the pin file %s was not written: %v; make its directory writable, or set cacheDir", p.path, err)
+	}
+	return out, nil
+}
+
+// briefQuote returns s quoted, cut to 128 bytes: a name in an error, which
+// a request of a megabyte does not make a megabyte long.
+func briefQuote(s string) string {
+	if len(s) > 128 {
+		return strconv.Quote(s[:128]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // save writes the pin file: to a temporary file in its directory, then

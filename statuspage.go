@@ -359,7 +359,7 @@ pre { background: #f4f4f4; padding: .6em; overflow-x: auto; margin: 0; white-spa
 <h3>{{.Server}} / {{.Tool}}: {{if eq .Mode "block"}}withheld until accepted{{else}}served (pin "warn"){{end}}, since {{.Since}}</h3>
 <pre class="diff">{{range .Diff}}{{.}}
 {{end}}</pre>
-<p>Accept it: start corral with <code>-accept-pins {{.Server}}/{{.Tool}}</code>, or delete the pin file and reload.</p>
+<p>Accept it: start corral with <code>-accept-pins {{.Server}}/{{.Tool}}</code>; or, where the config has a bearer token, POST <code>{"tools": ["{{.Server}}/{{.Tool}}"]}</code> to <code>/admin/pins/accept</code> with it; or delete the pin file and reload.</p>
 </div>
 {{end}}</section>
 {{end}}{{with .Clients}}<section id="clients">
