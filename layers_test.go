@@ -86,6 +86,7 @@ var layerTable = []layer{
 		"offer.go: what the gateway offers clients",
 		"catalog.go: tools, resources and prompts by name, across servers",
 		"search.go: search mode: find_tools and call_tool, BM25 over a view's tools",
+		"searchwords.go: the words of search mode: terms, stemming, stop words, synonyms",
 		"overrides.go: a server's tools as its toolOverrides make them, checked against its tools/list",
 		"pins.go: pinned tool definitions: a digest at first sight, a change warned of or withheld",
 		"jsonroute.go: a client's message read for its route",

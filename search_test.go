@@ -459,6 +459,22 @@ func TestConcurrentFirstSearchesOfOneSetOfToolsBuildItsIndexOnce(t *testing.T) {
 	}
 }
 
+// synonymQuery returns a query of at most n bytes of distinct words that
+// each bring in a group of synonyms: the most terms a query can ask
+// find_tools to look up.
+func synonymQuery(n int) string {
+	var b strings.Builder
+	for _, group := range synonyms {
+		for _, w := range group {
+			if b.Len()+len(w)+1 > n {
+				return b.String()
+			}
+			b.WriteString(w + " ")
+		}
+	}
+	return b.String()
+}
+
 // BenchmarkFindToolsOver2000Tools measures find_tools over the 222 real
 // tools of testdata/catalogs copied under ten prefixes (2,150 tools: in
 // each copy seven of filesystem's names are desktop-commander's too): a
@@ -488,6 +504,7 @@ func BenchmarkFindToolsOver2000Tools(b *testing.B) {
 		{"a task", "read the last 20 lines of a log file"},
 		{"a longer task", "open a web page, click the login button and take a screenshot of what it shows"},
 		{"a query of 1 KiB", strings.Repeat("file ", maxQueryBytes/5)},
+		{"a query of 1 KiB of words with synonyms", synonymQuery(maxQueryBytes)},
 	} {
 		for _, limit := range []int{defaultFindLimit, maxFindLimit} {
 			b.Run(fmt.Sprintf("%s, limit %d", q.name, limit), func(b *testing.B) {
