@@ -228,39 +228,7 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
-		prof := c.Profiles[name]
-		field := "profiles." + quoteName(name)
-		if prof == nil {
-			p.errorf("", field, "want an object with \"servers\", the servers the profile shows")
-			continue
-		}
-		if prof.MaxInFlight < 0 {
-			p.errorf("", field+".maxInFlight", "is %d; want a number of calls, at least 1, or 0 (or none) for no bound", prof.MaxInFlight)
-		}
-		if prof.MaxSessions < 0 {
-			p.errorf("", field+".maxSessions", "is %d; want a number of sessions, at least 1, or 0 (or none) for no bound", prof.MaxSessions)
-		}
-		if prof.CallsPerSecond < 0 || math.IsNaN(prof.CallsPerSecond) {
-			p.errorf("", field+".callsPerSecond", "is %g; want a rate above 0 (0.5 is a call every two seconds), or 0 (or none) for no bound", prof.CallsPerSecond)
-		}
-		p.checkToolMode(field+".toolMode", prof.ToolMode)
-		for _, server := range slices.Sorted(maps.Keys(prof.Servers)) {
-			if server != "*" && c.MCPServers[server] == nil {
-				p.errorf("", field+".servers."+quoteName(server), "no server is named %q in mcpServers; name one of those, or \"*\" for every server", server)
-			}
-			r := prof.Servers[server]
-			if r == nil {
-				continue
-			}
-			for _, f := range []struct {
-				key    string
-				filter *ToolFilter
-			}{{"tools", r.Tools}, {"resources", r.Resources}, {"prompts", r.Prompts}} {
-				if f.filter != nil && (slices.Contains(f.filter.Allow, "") || slices.Contains(f.filter.Deny, "")) {
-					p.errorf("", field+".servers."+quoteName(server)+"."+f.key, "a pattern is empty; write a name, or a glob with '*'")
-				}
-			}
-		}
+		p.checkProfile(c, name)
 	}
 	p.checkToolMode("toolMode", c.ToolMode)
 	seen := map[string]string{} // token -> the client (or authTokenFile) that holds it
@@ -268,34 +236,81 @@ func (p *parser) validateClients(c *Config, clients, profiles json.RawMessage) {
 		seen[c.token] = "authTokenFile/authTokenEnv"
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Clients)) {
-		cl := c.Clients[name]
-		field := "clients." + quoteName(name)
-		if cl == nil {
-			p.errorf("", field, "want an object with \"tokenFile\" or \"tokenEnv\", and \"profile\"")
-			continue
-		}
-		if cl.Profile != "" && c.Profiles[cl.Profile] == nil {
-			p.errorf("", field+".profile", "no profile is named %q in \"profiles\"; add it, or name one of %q", cl.Profile, slices.Sorted(maps.Keys(c.Profiles)))
-		}
-		p.clientServerValues(c, name, cl)
-		if cl.TokenFile == "" && cl.TokenEnv == "" && slices.Contains(c.OAuth.oauthClientNames(), name) {
-			continue // an OAuth caller's client: its token is the authorization server's (oauth.map)
-		}
-		token, tokenField := p.readClientToken(name, cl)
-		if token == "" {
-			continue
-		}
-		if bits := tokenBits(token); bits < minTokenBits {
-			p.errorf("", field+"."+tokenField, "the token is too weak: about %.0f bits, fewer than %d; use 32 random hexadecimal digits or more (openssl rand -hex 32)", bits, minTokenBits)
-			continue
-		}
-		if other, dup := seen[token]; dup {
-			p.errorf("", field+"."+tokenField, "the token is also %s's; give each client its own token", other)
-			continue
-		}
-		seen[token] = "client " + quoteName(name)
-		c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
+		p.checkClient(c, name, seen)
 	}
+}
+
+// checkProfile checks the profile of c named name: its bounds, its
+// toolMode, the servers it names, and their filters' patterns.
+func (p *parser) checkProfile(c *Config, name string) {
+	prof := c.Profiles[name]
+	field := "profiles." + quoteName(name)
+	if prof == nil {
+		p.errorf("", field, "want an object with \"servers\", the servers the profile shows")
+		return
+	}
+	if prof.MaxInFlight < 0 {
+		p.errorf("", field+".maxInFlight", "is %d; want a number of calls, at least 1, or 0 (or none) for no bound", prof.MaxInFlight)
+	}
+	if prof.MaxSessions < 0 {
+		p.errorf("", field+".maxSessions", "is %d; want a number of sessions, at least 1, or 0 (or none) for no bound", prof.MaxSessions)
+	}
+	if prof.CallsPerSecond < 0 || math.IsNaN(prof.CallsPerSecond) {
+		p.errorf("", field+".callsPerSecond", "is %g; want a rate above 0 (0.5 is a call every two seconds), or 0 (or none) for no bound", prof.CallsPerSecond)
+	}
+	p.checkToolMode(field+".toolMode", prof.ToolMode)
+	for _, server := range slices.Sorted(maps.Keys(prof.Servers)) {
+		if server != "*" && c.MCPServers[server] == nil {
+			p.errorf("", field+".servers."+quoteName(server), "no server is named %q in mcpServers; name one of those, or \"*\" for every server", server)
+		}
+		r := prof.Servers[server]
+		if r == nil {
+			continue
+		}
+		for _, f := range []struct {
+			key    string
+			filter *ToolFilter
+		}{{"tools", r.Tools}, {"resources", r.Resources}, {"prompts", r.Prompts}} {
+			if f.filter != nil && (slices.Contains(f.filter.Allow, "") || slices.Contains(f.filter.Deny, "")) {
+				p.errorf("", field+".servers."+quoteName(server)+"."+f.key, "a pattern is empty; write a name, or a glob with '*'")
+			}
+		}
+	}
+}
+
+// checkClient checks the client of c named name: its profile and its
+// values for servers (clientServerValues), and reads its token, which
+// must be strong (tokenBits) and no other's: seen holds the tokens read
+// so far, each with who holds it, and checkClient adds the client's. A
+// token that passes is appended to c.clientTokens.
+func (p *parser) checkClient(c *Config, name string, seen map[string]string) {
+	cl := c.Clients[name]
+	field := "clients." + quoteName(name)
+	if cl == nil {
+		p.errorf("", field, "want an object with \"tokenFile\" or \"tokenEnv\", and \"profile\"")
+		return
+	}
+	if cl.Profile != "" && c.Profiles[cl.Profile] == nil {
+		p.errorf("", field+".profile", "no profile is named %q in \"profiles\"; add it, or name one of %q", cl.Profile, slices.Sorted(maps.Keys(c.Profiles)))
+	}
+	p.clientServerValues(c, name, cl)
+	if cl.TokenFile == "" && cl.TokenEnv == "" && slices.Contains(c.OAuth.oauthClientNames(), name) {
+		return // an OAuth caller's client: its token is the authorization server's (oauth.map)
+	}
+	token, tokenField := p.readClientToken(name, cl)
+	if token == "" {
+		return
+	}
+	if bits := tokenBits(token); bits < minTokenBits {
+		p.errorf("", field+"."+tokenField, "the token is too weak: about %.0f bits, fewer than %d; use 32 random hexadecimal digits or more (openssl rand -hex 32)", bits, minTokenBits)
+		return
+	}
+	if other, dup := seen[token]; dup {
+		p.errorf("", field+"."+tokenField, "the token is also %s's; give each client its own token", other)
+		return
+	}
+	seen[token] = "client " + quoteName(name)
+	c.clientTokens = append(c.clientTokens, clientToken{client: name, token: []byte(token)})
 }
 
 // The values of toolMode.

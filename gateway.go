@@ -279,47 +279,84 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	if closed {
 		return r
 	}
-	// Settings the HTTP server and its listener took when corral started.
-	if cfg.Listen != oldCfg.Listen {
-		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("listen (%s -> %s)", oldCfg.Listen, cfg.Listen))
-		cfg.Listen = oldCfg.Listen
+	r.NeedRestart = keepStartupSettings(cfg, oldCfg)
+	plan := g.planReload(cfg, oldCfg, old, &r)
+	g.mu.Lock()
+	acc := newAccess(cfg)
+	g.cfg, g.acc, g.backends = cfg, acc, plan.next
+	g.mu.Unlock()
+	g.audit.configure(cfg)
+	g.pins.configure(cfg)
+	g.rebuildCatalog()
+	g.sessions.endRemoved(acc, g.log)
+	g.scopes.reconfigure(cfg)
+	g.replaceServers(cfg, plan)
+	return r
+}
+
+// keepStartupSettings sets each setting of cfg that the HTTP server and
+// its listener took when corral started (listen, replica, maxHeaderBytes,
+// tracing, readHeaderTimeout and readTimeout) back to its value in old,
+// the config in force, and returns a line for each that differed, for
+// reloadReport.NeedRestart, or nil if none did.
+func keepStartupSettings(cfg, old *Config) []string {
+	var needRestart []string
+	if cfg.Listen != old.Listen {
+		needRestart = append(needRestart, fmt.Sprintf("listen (%s -> %s)", old.Listen, cfg.Listen))
+		cfg.Listen = old.Listen
 	}
-	if cfg.Replica != oldCfg.Replica { // the IDs issued name the old one
-		r.NeedRestart = append(r.NeedRestart, fmt.Sprintf("replica (%s -> %s)", oldCfg.Replica, cfg.Replica))
-		cfg.Replica = oldCfg.Replica
+	if cfg.Replica != old.Replica { // the IDs issued name the old one
+		needRestart = append(needRestart, fmt.Sprintf("replica (%s -> %s)", old.Replica, cfg.Replica))
+		cfg.Replica = old.Replica
 	}
-	if cfg.MaxHeaderBytes != oldCfg.MaxHeaderBytes {
-		r.NeedRestart = append(r.NeedRestart, "maxHeaderBytes")
-		cfg.MaxHeaderBytes = oldCfg.MaxHeaderBytes
+	if cfg.MaxHeaderBytes != old.MaxHeaderBytes {
+		needRestart = append(needRestart, "maxHeaderBytes")
+		cfg.MaxHeaderBytes = old.MaxHeaderBytes
 	}
-	if !reflect.DeepEqual(cfg.Tracing, oldCfg.Tracing) {
-		r.NeedRestart = append(r.NeedRestart, "tracing")
-		cfg.Tracing = oldCfg.Tracing
+	if !reflect.DeepEqual(cfg.Tracing, old.Tracing) {
+		needRestart = append(needRestart, "tracing")
+		cfg.Tracing = old.Tracing
 	}
-	if cfg.ReadHeaderTimeout != oldCfg.ReadHeaderTimeout || cfg.ReadTimeout != oldCfg.ReadTimeout {
-		r.NeedRestart = append(r.NeedRestart, "readHeaderTimeout, readTimeout")
-		cfg.ReadHeaderTimeout, cfg.ReadTimeout = oldCfg.ReadHeaderTimeout, oldCfg.ReadTimeout
+	if cfg.ReadHeaderTimeout != old.ReadHeaderTimeout || cfg.ReadTimeout != old.ReadTimeout {
+		needRestart = append(needRestart, "readHeaderTimeout, readTimeout")
+		cfg.ReadHeaderTimeout, cfg.ReadTimeout = old.ReadHeaderTimeout, old.ReadTimeout
 	}
+	return needRestart
+}
+
+// reloadPlan is what a reload does to the servers.
+type reloadPlan struct {
+	next     []*backend          // the backends in force after it, in cfg.Servers order
+	stopping []*backend          // the old backends it stops: removed or changed
+	starting []*backend          // the new backends it starts: added or changed
+	why      map[*backend]string // why each of stopping stops, for its calls in flight
+}
+
+// planReload compares the servers of cfg with old, the backends of oldCfg,
+// and returns what a reload to cfg does: a server whose fingerprint is the
+// same keeps its backend, one that is new or changed gets a new backend
+// (made, not started), and one cfg lacks is stopped. It adds each server's
+// name to r's Added, Changed, Kept or Removed. It starts and stops nothing.
+func (g *Gateway) planReload(cfg, oldCfg *Config, old []*backend, r *reloadReport) reloadPlan {
 	byName := map[string]*backend{}
 	for _, b := range old {
 		byName[b.name] = b
 	}
-	var next, stopping, starting []*backend
-	why := map[*backend]string{}
+	p := reloadPlan{why: map[*backend]string{}}
 	for _, s := range cfg.Servers() {
 		b := byName[s.Name()]
 		delete(byName, s.Name())
 		if b != nil && fingerprint(oldCfg, b.cfg) == fingerprint(cfg, s) {
-			next = append(next, b)
+			p.next = append(p.next, b)
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
 		nb := g.newServer(cfg, s)
-		next = append(next, nb)
-		starting = append(starting, nb)
+		p.next = append(p.next, nb)
+		p.starting = append(p.starting, nb)
 		if b != nil {
-			stopping = append(stopping, b)
-			why[b] = "was stopped by a reload, to restart with its changed settings; call again"
+			p.stopping = append(p.stopping, b)
+			p.why[b] = "was stopped by a reload, to restart with its changed settings; call again"
 			r.Changed = append(r.Changed, s.Name())
 		} else {
 			r.Added = append(r.Added, s.Name())
@@ -327,36 +364,33 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 	}
 	for _, b := range old {
 		if byName[b.name] != nil {
-			stopping = append(stopping, b)
-			why[b] = "was removed from the config by a reload"
+			p.stopping = append(p.stopping, b)
+			p.why[b] = "was removed from the config by a reload"
 			r.Removed = append(r.Removed, b.name)
 		}
 	}
-	g.mu.Lock()
-	acc := newAccess(cfg)
-	g.cfg, g.acc, g.backends = cfg, acc, next
-	g.mu.Unlock()
-	g.audit.configure(cfg)
-	g.pins.configure(cfg)
-	g.rebuildCatalog()
-	g.sessions.endRemoved(acc, g.log)
-	g.scopes.reconfigure(cfg)
+	return p
+}
 
+// replaceServers stops plan's stopping backends in parallel, with the
+// stop ladder, and blocks until they are gone; then it removes the catalog
+// cache files of the servers cfg lacks and starts plan's starting
+// backends, without waiting for them.
+func (g *Gateway) replaceServers(cfg *Config, plan reloadPlan) {
 	// Old processes go first, so that a changed server never runs twice.
 	var wg sync.WaitGroup
-	for _, b := range stopping {
+	for _, b := range plan.stopping {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.stopServer(b, nil, why[b])
+			g.stopServer(b, nil, plan.why[b])
 		}()
 	}
 	wg.Wait()
 	g.sweepCatalogCache(cfg)
-	for _, b := range starting {
+	for _, b := range plan.starting {
 		g.startServer(b)
 	}
-	return r
 }
 
 // sweepCatalogCache removes the catalog cache files of cfg's servers that

@@ -75,6 +75,31 @@ func overrideTools(server string, ovs map[string]*ToolOverride, items []backendI
 			}
 		}
 	}
+	problems = append(problems, dropClashingRenames(server, items, out, renames)...)
+	for _, tool := range slices.Sorted(maps.Keys(ovs)) {
+		i, ok := index[tool]
+		if !ok || out[i].hidden {
+			continue
+		}
+		o := ovs[tool]
+		fixed, drop, fixProblems := fixArguments(server, tool, o.FixedArguments, items[i].raw)
+		problems = append(problems, fixProblems...)
+		name := cmpOr(renames[tool], tool)
+		if name == tool && o.Title == nil && o.Description == nil && fixed == nil {
+			continue
+		}
+		out[i] = overriddenTool{name: name, raw: applyOverride(items[i].raw, name, o, drop), fixed: fixed}
+	}
+	return out, problems
+}
+
+// dropClashingRenames removes from renames, a server's tools' new names by
+// their own, each rename that would give two of the tools clients see
+// (items, but those out hides) one name, and returns a problem for each.
+// It removes one at a time, in the order of the tools' names, and looks
+// again, so that a rename that clashed only with a dropped one stays.
+func dropClashingRenames(server string, items []backendItem, out []overriddenTool, renames map[string]string) []overrideProblem {
+	var problems []overrideProblem
 	for changed := true; changed; {
 		changed = false
 		owners := map[string][]string{}
@@ -97,46 +122,42 @@ func overrideTools(server string, ovs map[string]*ToolOverride, items []backendI
 			}
 		}
 	}
-	for _, tool := range slices.Sorted(maps.Keys(ovs)) {
-		i, ok := index[tool]
-		if !ok || out[i].hidden {
-			continue
-		}
-		o := ovs[tool]
-		var fixed map[string]json.RawMessage
-		var drop []string
-		if len(o.FixedArguments) > 0 {
-			props := schemaParams(items[i].raw)
-			for _, arg := range slices.Sorted(maps.Keys(o.FixedArguments)) {
-				field := "toolOverrides." + quoteName(tool) + ".fixedArguments." + quoteName(arg)
-				v := o.FixedArguments[arg]
-				prop, ok := props[arg]
-				if !ok {
-					problems = append(problems, overrideProblem{server, tool, field,
-						fmt.Sprintf("the inputSchema of tool %q has no parameter %q; the argument is not fixed", tool, arg),
-						"name a parameter of the tool's inputSchema, or remove the argument"})
-					continue
-				}
-				if why := schemaRefuses(prop, v); why != "" {
-					problems = append(problems, overrideProblem{server, tool, field,
-						fmt.Sprintf("%s is %s; the argument is not fixed", v, why),
-						"give a value the parameter's schema accepts"})
-					continue
-				}
-				if fixed == nil {
-					fixed = map[string]json.RawMessage{}
-				}
-				fixed[arg] = v
-				drop = append(drop, arg)
-			}
-		}
-		name := cmpOr(renames[tool], tool)
-		if name == tool && o.Title == nil && o.Description == nil && fixed == nil {
-			continue
-		}
-		out[i] = overriddenTool{name: name, raw: applyOverride(items[i].raw, name, o, drop), fixed: fixed}
+	return problems
+}
+
+// fixArguments checks args, the fixedArguments of server's tool whose
+// definition is raw, against the tool's inputSchema, and returns those it
+// accepts (nil if none), their names in order (the parameters to drop
+// from the schema clients see), and a problem for each it refuses: a
+// parameter the schema lacks, or a value its type, enum or const refuses.
+func fixArguments(server, tool string, args map[string]json.RawMessage, raw json.RawMessage) (fixed map[string]json.RawMessage, drop []string, problems []overrideProblem) {
+	if len(args) == 0 {
+		return nil, nil, nil
 	}
-	return out, problems
+	props := schemaParams(raw)
+	for _, arg := range slices.Sorted(maps.Keys(args)) {
+		field := "toolOverrides." + quoteName(tool) + ".fixedArguments." + quoteName(arg)
+		v := args[arg]
+		prop, ok := props[arg]
+		if !ok {
+			problems = append(problems, overrideProblem{server, tool, field,
+				fmt.Sprintf("the inputSchema of tool %q has no parameter %q; the argument is not fixed", tool, arg),
+				"name a parameter of the tool's inputSchema, or remove the argument"})
+			continue
+		}
+		if why := schemaRefuses(prop, v); why != "" {
+			problems = append(problems, overrideProblem{server, tool, field,
+				fmt.Sprintf("%s is %s; the argument is not fixed", v, why),
+				"give a value the parameter's schema accepts"})
+			continue
+		}
+		if fixed == nil {
+			fixed = map[string]json.RawMessage{}
+		}
+		fixed[arg] = v
+		drop = append(drop, arg)
+	}
+	return fixed, drop, problems
 }
 
 // overriddenList is a server's tools list as its overrides make it.
