@@ -600,7 +600,7 @@ func (x *toolIndex) search(query string, limit int) []*catalogItem {
 func (x *toolIndex) concepts(query string) [][]queryTerm {
 	var out [][]queryTerm
 	seen := map[string]bool{}
-	for _, word := range compounds(query, searchTerms(query, nil)) {
+	for _, word := range slices.Concat(compounds(query, searchTerms(query, nil)), entityWords(query)) {
 		if seen[word] {
 			continue
 		}

@@ -36,7 +36,7 @@ var synonyms = [][]string{
 	{"undo", "revert", "reset", "rollback", "restore"},
 	{"move", "rename", "mv"},
 	{"copy", "duplicate", "clone", "cp"},
-	{"save", "write", "store", "persist"},
+	{"save", "write", "store", "persist", "put"},
 	{"download", "fetch", "retrieve", "grab"},
 	{"upload", "attach"},
 	{"send", "post", "publish"},
@@ -73,12 +73,12 @@ var synonyms = [][]string{
 	{"issue", "bug", "ticket"},
 	{"pr", "pullrequest", "mr"},
 	{"history", "log"},
-	{"log", "output", "stdout"},
+	{"log", "output", "stdout", "console", "print"},
 	{"error", "exception", "failure", "fail", "crash"},
 	{"tag", "label"},
 	{"documentation", "docs", "doc", "manual", "reference", "guide"},
 	{"library", "package", "framework", "module", "lib", "dependency", "sdk"},
-	{"user", "member", "person", "people", "account", "coworker", "colleague", "teammate", "employee"},
+	{"user", "member", "person", "people", "account", "coworker", "colleague", "teammate", "employee", "contact"},
 	{"organization", "org", "company", "team"},
 	{"configuration", "config", "setting", "settings", "preference", "option"},
 	{"environment", "env"},
@@ -92,9 +92,10 @@ var synonyms = [][]string{
 	{"secret", "credential", "password"},
 	{"transcript", "caption", "subtitle"},
 	{"video", "youtube"},
-	{"message", "msg", "chat", "dm"},
+	{"message", "msg", "chat", "dm", "said", "saying", "conversation"},
 	{"channel", "room"},
 	{"tab", "window"},
+	{"dialog", "popup", "alert", "confirm", "modal", "prompt"},
 	{"news", "article", "blog"},
 	{"test", "demo", "example"},
 	// where
@@ -105,6 +106,72 @@ var synonyms = [][]string{
 	{"direction", "route"},
 	{"nearby", "near", "local", "around"},
 	{"business", "restaurant", "shop", "cafe"},
+}
+
+// entityWords returns the words of what some words of text are, by their
+// form alone, stemmed: a file name with an extension ("config.yaml",
+// "notes/todo.md") is a "file", a path ("/opt/data", "~/src") a "path", a
+// URL a "url", "#name" a Slack-style "channel", "@name" a "user", and a
+// statement in SQL's capitals ("SELECT * FROM") "sql". Each comes once.
+func entityWords(text string) []string {
+	var out []string
+	add := func(w string) {
+		if w = stem(w); !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	for _, tok := range strings.Fields(text) {
+		tok = strings.Trim(tok, "\"'`,;:!?()[]{}<>")
+		lower := strings.ToLower(tok)
+		switch {
+		case len(tok) < 2:
+		case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"), strings.HasPrefix(lower, "www."):
+			add("url")
+		case tok[0] == '#' && isLetter(tok[1]):
+			add("channel")
+		case tok[0] == '@' && isLetter(tok[1]):
+			add("user")
+		case hasExtension(tok):
+			add("file")
+		case tok[0] == '/' || strings.HasPrefix(tok, "~/") || strings.HasPrefix(tok, "./"):
+			add("path")
+		}
+	}
+	for _, kw := range []string{"SELECT ", "INSERT INTO ", "DELETE FROM ", "CREATE TABLE ", "UPDATE "} {
+		if strings.Contains(text, kw) {
+			add("sql")
+			break
+		}
+	}
+	return out
+}
+
+// isLetter reports whether b is an ASCII letter.
+func isLetter(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+}
+
+// hasExtension reports whether tok ends in a file name's extension: a dot
+// after at least one letter, digit, dash or underscore, then one to five
+// letters or digits, at least one a letter ("todo.md", "sales_q3.csv"; not
+// "3.11" or "v1.4").
+func hasExtension(tok string) bool {
+	dot := strings.LastIndexByte(tok, '.')
+	if dot < 1 || len(tok)-dot-1 < 1 || len(tok)-dot-1 > 5 {
+		return false
+	}
+	ext, letter := tok[dot+1:], false
+	for i := 0; i < len(ext); i++ {
+		switch c := ext[i]; {
+		case isLetter(c):
+			letter = true
+		case '0' <= c && c <= '9':
+		default:
+			return false
+		}
+	}
+	c := tok[dot-1]
+	return letter && (isLetter(c) || '0' <= c && c <= '9' || c == '_' || c == '-')
 }
 
 // compounds appends to out, for each two words that follow each other in
