@@ -102,10 +102,11 @@ func readSearchTasks(t *testing.T, name string) []searchTask {
 }
 
 // TestFindToolsFindsTheToolsOfRealCatalogs runs find_tools' ranking over the
-// tools/list results of 17 real servers (testdata/catalogs) and two sets of
-// tasks: queries.json, on which the ranker was tuned, and heldout.json,
-// written without seeing the ranker and never tuned on (its README says
-// how). It checks recall@1 and recall@5 of each against floors, every
+// tools/list results of 17 real servers (testdata/catalogs) and six sets of
+// tasks: four the ranker was tuned on, and blind3.json and blind4.json,
+// written without seeing the ranker or the other sets and never tuned on
+// (the README there says how). It checks recall@1 and recall@5 of each
+// against floors, every
 // label against the catalogs, and that search mode's tools/list is at
 // least 20 times smaller than the full list (docs/performance.md has the
 // figures).
