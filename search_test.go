@@ -658,3 +658,39 @@ func retainedBytes(build func() any) uint64 {
 }
 
 func first[A, B any](a A, _ B) A { return a }
+
+// FuzzFindTools checks find_tools' ranking over the real catalogs against
+// any query: it never panics, answers at most limit tools, each once, none
+// when the query brings in no term the index holds, and the first k of a
+// longer answer are the answer at limit k.
+func FuzzFindTools(f *testing.F) {
+	for _, seed := range []string{"read the last 20 lines of a log file", "open config/settings.yaml", "#incidents @bob https://x.io SELECT * FROM t",
+		"", "a.b", "#", "@1", "~/", "x.", ".md", "readFile HTTPServer v1.2", "ＦＩＬＥ ﬁle", "\xff\xfe", strings.Repeat("web page ", 100)} {
+		f.Add(seed)
+	}
+	cat, _ := buildCatalog(recordedBackends(f))
+	x := newToolIndex(itemPointers(&cat.listsFor(nil)[kindTool]))
+	f.Fuzz(func(t *testing.T, query string) {
+		if len(query) > maxQueryBytes {
+			return
+		}
+		long := x.search(query, 10)
+		short := x.search(query, 3)
+		if len(long) > 10 || len(short) > 3 {
+			t.Fatalf("search(%q) answered %d and %d tools, want at most 10 and 3", query, len(long), len(short))
+		}
+		if len(x.concepts(query)) == 0 && len(long) > 0 {
+			t.Fatalf("search(%q) found %d tools with no term of the index in the query", query, len(long))
+		}
+		seen := map[*catalogItem]bool{}
+		for _, it := range long {
+			if seen[it] {
+				t.Fatalf("search(%q) answered %s twice", query, it.name)
+			}
+			seen[it] = true
+		}
+		if !slices.Equal(short, long[:min(3, len(long))]) {
+			t.Fatalf("search(%q) at limit 3 is not the first 3 at limit 10", query)
+		}
+	})
+}
