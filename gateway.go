@@ -280,7 +280,7 @@ func (g *Gateway) reload(cfg *Config) reloadReport {
 		return r
 	}
 	r.NeedRestart = keepStartupSettings(cfg, oldCfg)
-	plan := g.planReload(cfg, oldCfg, old, &r)
+	plan := planReload(cfg, oldCfg, old, &r, g.newServer)
 	g.mu.Lock()
 	acc := newAccess(cfg)
 	g.cfg, g.acc, g.backends = cfg, acc, plan.next
@@ -336,8 +336,9 @@ type reloadPlan struct {
 // and returns what a reload to cfg does: a server whose fingerprint is the
 // same keeps its backend, one that is new or changed gets a new backend
 // (made, not started), and one cfg lacks is stopped. It adds each server's
-// name to r's Added, Changed, Kept or Removed. It starts and stops nothing.
-func (g *Gateway) planReload(cfg, oldCfg *Config, old []*backend, r *reloadReport) reloadPlan {
+// name to r's Added, Changed, Kept or Removed. It makes backends with
+// newServer, and starts and stops nothing.
+func planReload(cfg, oldCfg *Config, old []*backend, r *reloadReport, newServer func(*Config, *ServerConfig) *backend) reloadPlan {
 	byName := map[string]*backend{}
 	for _, b := range old {
 		byName[b.name] = b
@@ -351,7 +352,7 @@ func (g *Gateway) planReload(cfg, oldCfg *Config, old []*backend, r *reloadRepor
 			r.Kept = append(r.Kept, s.Name())
 			continue
 		}
-		nb := g.newServer(cfg, s)
+		nb := newServer(cfg, s)
 		p.next = append(p.next, nb)
 		p.starting = append(p.starting, nb)
 		if b != nil {
