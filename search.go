@@ -605,52 +605,58 @@ func (x *toolIndex) concepts(query string) [][]queryTerm {
 			continue
 		}
 		seen[word] = true
-		weight := map[string]float64{}
-		var order []string
-		add := func(term string, w float64) {
-			if _, ok := x.terms[term]; !ok {
-				return
-			}
-			if old, ok := weight[term]; !ok {
-				order = append(order, term)
-			} else if old >= w {
-				return
-			}
-			weight[term] = w
+		if c := x.concept(word); len(c) > 0 {
+			out = append(out, c)
 		}
-		terms := []queryTerm{{word, 1}}
-		for _, syn := range synonymsOf[word] {
-			if syn != word {
-				terms = append(terms, queryTerm{syn, synonymWeight})
-			}
-		}
-		for _, q := range terms {
-			add(q.term, q.weight)
-			if len(q.term) < minPrefix {
-				continue
-			}
-			w := q.weight * prefixWeight
-			for l := minPrefix; l < len(q.term); l++ {
-				add(q.term[:l], w)
-			}
-			at, _ := slices.BinarySearch(x.vocab, q.term)
-			for n := 0; at < len(x.vocab) && n < maxPrefixTerms && strings.HasPrefix(x.vocab[at], q.term); at++ {
-				if x.vocab[at] != q.term && !x.whole[x.vocab[at]] {
-					add(x.vocab[at], w)
-					n++
-				}
-			}
-		}
-		if len(order) == 0 {
-			continue
-		}
-		c := make([]queryTerm, len(order))
-		for i, t := range order {
-			c[i] = queryTerm{t, weight[t]}
-		}
-		out = append(out, c)
 	}
 	return out
+}
+
+// concept returns the concept of one word of a query (concepts): the
+// terms the index holds of the word, its synonyms and their prefixes, each
+// once at its greatest weight; none if the index holds none of them.
+func (x *toolIndex) concept(word string) []queryTerm {
+	weight := map[string]float64{}
+	var order []string
+	add := func(term string, w float64) {
+		if _, ok := x.terms[term]; !ok {
+			return
+		}
+		if old, ok := weight[term]; !ok {
+			order = append(order, term)
+		} else if old >= w {
+			return
+		}
+		weight[term] = w
+	}
+	terms := []queryTerm{{word, 1}}
+	for _, syn := range synonymsOf[word] {
+		if syn != word {
+			terms = append(terms, queryTerm{syn, synonymWeight})
+		}
+	}
+	for _, q := range terms {
+		add(q.term, q.weight)
+		if len(q.term) < minPrefix {
+			continue
+		}
+		w := q.weight * prefixWeight
+		for l := minPrefix; l < len(q.term); l++ {
+			add(q.term[:l], w)
+		}
+		at, _ := slices.BinarySearch(x.vocab, q.term)
+		for n := 0; at < len(x.vocab) && n < maxPrefixTerms && strings.HasPrefix(x.vocab[at], q.term); at++ {
+			if x.vocab[at] != q.term && !x.whole[x.vocab[at]] {
+				add(x.vocab[at], w)
+				n++
+			}
+		}
+	}
+	c := make([]queryTerm, len(order))
+	for i, t := range order {
+		c[i] = queryTerm{t, weight[t]}
+	}
+	return c
 }
 
 // A prefix is at least minPrefix letters, its terms weigh prefixWeight
