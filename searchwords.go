@@ -1,8 +1,9 @@
 package main
 
 // This file holds the words of search mode: how a text becomes the terms
-// find_tools ranks by (split, folded, stemmed, stop words left out), and
-// the synonyms a query's words bring in. search.go indexes and ranks.
+// find_tools ranks by (split, folded, stemmed, stop words left out), the
+// synonyms a query's words bring in, and the words some words bring in by
+// their form (a file name, a URL, #channel). search.go indexes and ranks.
 
 import (
 	"slices"
