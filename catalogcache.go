@@ -253,14 +253,10 @@ func catalogSource(err error) string {
 // catalog cache file holds them, and whether there is one (a lazy server
 // that has run once); -check runs no server.
 func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
-	dir, err := cfg.catalogCacheDir()
+	lists := cachedLists(cfg)
 	return func(server, field string) ([]string, bool) {
-		s := cfg.MCPServers[server]
-		if err != nil || s == nil {
-			return nil, false
-		}
-		cc, err := newCatalogCache(dir, cfg, s).load()
-		if err != nil {
+		l, ok := lists(server)
+		if !ok {
 			return nil, false
 		}
 		var names []string
@@ -268,7 +264,7 @@ func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
 			if kinds[k].field != field {
 				continue
 			}
-			for _, raw := range cc.Lists[field] {
+			for _, raw := range l[field] {
 				if name, err := itemName(k, raw); err == nil {
 					names = append(names, name)
 				}
@@ -278,23 +274,38 @@ func cachedItems(cfg *Config) func(server, field string) ([]string, bool) {
 	}
 }
 
+// cachedLists returns the lists of server of cfg, by their field, as its
+// catalog cache file holds them, and whether it has one that loads: what
+// -check knows of a server's items, since it runs no server.
+func cachedLists(cfg *Config) func(server string) (map[string][]json.RawMessage, bool) {
+	dir, err := cfg.catalogCacheDir()
+	return func(server string) (map[string][]json.RawMessage, bool) {
+		s := cfg.MCPServers[server]
+		if err != nil || s == nil {
+			return nil, false
+		}
+		cc, err := newCatalogCache(dir, cfg, s).load()
+		if err != nil {
+			return nil, false
+		}
+		return cc.Lists, true
+	}
+}
+
 // invalidToolsReport returns what -check prints of the tools that corral
 // leaves out of its lists for their x-mcp-header annotations (see
 // toolParamHeaders), as the servers' catalog cache files list them: a
 // line for each, naming the server, the tool, why and the fix. Servers
 // whose tools are not known yet (no cache file) have none.
 func invalidToolsReport(cfg *Config) []byte {
-	dir, err := cfg.catalogCacheDir()
-	if err != nil {
-		return nil
-	}
+	lists := cachedLists(cfg)
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
-		cc, err := newCatalogCache(dir, cfg, cfg.MCPServers[name]).load()
-		if err != nil {
+		l, ok := lists(name)
+		if !ok {
 			continue
 		}
-		for _, raw := range cc.Lists[kinds[kindTool].field] {
+		for _, raw := range l[kinds[kindTool].field] {
 			tool, _ := itemName(kindTool, raw)
 			if _, err := toolParamHeaders(raw); err != nil {
 				fmt.Fprintln(&b, invalidToolLine(name, tool, err))
@@ -309,18 +320,14 @@ func invalidToolsReport(cfg *Config) []byte {
 // -check checks toolOverrides against and reports the size of, since it
 // runs no server.
 func cachedTools(cfg *Config) func(server string) ([]backendItem, bool) {
-	dir, err := cfg.catalogCacheDir()
+	lists := cachedLists(cfg)
 	return func(server string) ([]backendItem, bool) {
-		s := cfg.MCPServers[server]
-		if err != nil || s == nil {
-			return nil, false
-		}
-		cc, err := newCatalogCache(dir, cfg, s).load()
-		if err != nil {
+		l, ok := lists(server)
+		if !ok {
 			return nil, false
 		}
 		var items []backendItem
-		for _, raw := range cc.Lists[kinds[kindTool].field] {
+		for _, raw := range l[kinds[kindTool].field] {
 			if name, err := itemName(kindTool, raw); err == nil {
 				items = append(items, backendItem{name: name, raw: raw})
 			}
